@@ -1,0 +1,3 @@
+from memlens.cli import main
+
+main()

@@ -1,0 +1,145 @@
+"""The in-memory form of a trace: columnar arrays built once, read by every policy and tool.
+
+A trace on disk is a JSON Lines event stream (see ``memlens/schema/trace-v1.schema.json`` and
+``memlens.trace_io``).  Replaying millions of events through Python objects per event would be
+slow and would make the cost of a replay depend on how the parser allocated things, so the
+loader turns the stream into flat numpy arrays indexed by integers:
+
+* events   ``e`` in ``0..E-1`` (file order = replay order),
+* items    ``i`` in ``0..N-1`` (one per ``write``),
+* requests ``r`` in ``0..R-1`` (one per ``request``), whose needs are stored in CSR form
+  (``needs[needs_ptr[r]:needs_ptr[r + 1]]``), de-duplicated and in first-listed order.
+
+Everything a policy may legitimately look at (tokens, type, cost, time, text) is here; the
+ground truth (``needs``) is here too, but only the offline oracle and the metrics may read it
+ahead of time.  Online policies learn needs through ``Policy.observe``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+WRITE, REQUEST, PIN, UNPIN, ANNOTATE = 0, 1, 2, 3, 4
+EVENT_KINDS = ("write", "request", "pin", "unpin", "annotate")
+ITEM_TYPES = ("user_input", "llm_thought", "tool_result", "agent_state")
+TYPE_CODE = {name: code for code, name in enumerate(ITEM_TYPES)}
+
+
+@dataclass(eq=False)
+class Trace:
+    """A validated trace in columnar form.  Build it with ``memlens.trace_io``."""
+
+    source: str
+    sha256: str
+    header: dict
+    stream_names: list[str]
+    # events
+    ev_kind: np.ndarray  # int8, one of WRITE..ANNOTATE
+    ev_stream: np.ndarray  # int32
+    ev_ref: np.ndarray  # int32: item index (write/pin/unpin/annotate) or request index
+    ev_t: np.ndarray  # float64
+    ev_line: np.ndarray  # int64, 1-based line in the source file
+    # items
+    item_id: list[str]
+    item_tokens: np.ndarray  # int64 (> 0)
+    item_type: np.ndarray  # int8, index into ITEM_TYPES
+    item_stream: np.ndarray  # int32
+    item_t: np.ndarray  # float64
+    item_cost: np.ndarray  # float64
+    item_event: np.ndarray  # int64, event index of the write
+    item_text: list[str]
+    item_task: list[str]
+    item_session: list[str]
+    item_meta: list[dict]
+    # requests
+    req_id: list[str]
+    req_stream: np.ndarray  # int32
+    req_t: np.ndarray  # float64
+    req_event: np.ndarray  # int64
+    req_text: list[str]
+    req_meta: list[dict]
+    needs_ptr: np.ndarray  # int64, length R + 1
+    needs: np.ndarray  # int32 item indices
+    # annotations: event index -> (value or None, note or None)
+    annotations: dict[int, tuple[float | None, str | None]] = field(default_factory=dict)
+    event_meta: dict[int, dict] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def n_events(self) -> int:
+        return int(self.ev_kind.shape[0])
+
+    @property
+    def n_items(self) -> int:
+        return int(self.item_tokens.shape[0])
+
+    @property
+    def n_requests(self) -> int:
+        return int(self.req_stream.shape[0])
+
+    @property
+    def n_streams(self) -> int:
+        return len(self.stream_names)
+
+    @property
+    def n_references(self) -> int:
+        """Needed references (a request needing k distinct items makes k references)."""
+        return int(self.needs.shape[0])
+
+    # ------------------------------------------------------------ derived data
+    @cached_property
+    def item_index(self) -> dict[str, int]:
+        return {item_id: i for i, item_id in enumerate(self.item_id)}
+
+    @cached_property
+    def req_needs_count(self) -> np.ndarray:
+        return np.diff(self.needs_ptr).astype(np.int64)
+
+    @cached_property
+    def need_request(self) -> np.ndarray:
+        """For each needed reference, the request it belongs to."""
+        return np.repeat(np.arange(self.n_requests, dtype=np.int64), self.req_needs_count)
+
+    @cached_property
+    def item_n_uses(self) -> np.ndarray:
+        """How many requests need each item over the whole trace."""
+        return np.bincount(self.needs, minlength=self.n_items).astype(np.int64)
+
+    @cached_property
+    def need_next_use(self) -> np.ndarray:
+        """For each reference, the event index of the same item's next reference (or -1).
+
+        The classic "next use" column of cache simulation; the oracle and the false-eviction
+        metric are built on it.
+        """
+        n = self.n_references
+        nxt = np.full(n, -1, dtype=np.int64)
+        if n == 0:
+            return nxt
+        ev = self.req_event[self.need_request]
+        order = np.lexsort((ev, self.needs))  # by item, then time
+        same = self.needs[order[1:]] == self.needs[order[:-1]]
+        nxt[order[:-1][same]] = ev[order[1:][same]]
+        return nxt
+
+    @cached_property
+    def stream_events(self) -> list[np.ndarray]:
+        """Event indices of each stream, in replay order."""
+        order = np.argsort(self.ev_stream, kind="stable")
+        bounds = np.searchsorted(self.ev_stream[order], np.arange(self.n_streams + 1))
+        return [order[bounds[s] : bounds[s + 1]] for s in range(self.n_streams)]
+
+    def needs_of(self, r: int) -> np.ndarray:
+        return self.needs[self.needs_ptr[r] : self.needs_ptr[r + 1]]
+
+    def tokens_by_type(self) -> dict[str, int]:
+        sums = np.bincount(self.item_type, weights=self.item_tokens, minlength=len(ITEM_TYPES))
+        return {name: int(sums[k]) for k, name in enumerate(ITEM_TYPES)}
+
+    def pin_keys(self) -> tuple:
+        """What the pins of this trace are, for caches keyed by (trace, pins)."""
+        mask = (self.ev_kind == PIN) | (self.ev_kind == UNPIN)
+        return tuple(zip(np.flatnonzero(mask).tolist(), self.ev_ref[mask].tolist()))
