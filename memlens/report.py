@@ -12,8 +12,10 @@ def fmt(value, digits: int = 4) -> str:
     if isinstance(value, float):
         if value != value:  # NaN
             return "-"
-        if abs(value) >= 1000:
+        if abs(value) >= 100_000:
             return f"{value:,.0f}"
+        if abs(value) >= 100:
+            return f"{value:,.1f}"
         return f"{value:.{digits}f}"
     return str(value)
 

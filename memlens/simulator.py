@@ -101,6 +101,8 @@ def _simulate_reference(
     needs = trace.needs.tolist()
     n_uses = trace.item_n_uses.tolist()
     uses_seen = [0] * trace.n_items
+    n_items = trace.n_items
+    item_stream = trace.item_stream.tolist()
     in_wm = bytearray(trace.n_items)
     need_hit = bytearray(trace.n_references)
     context_tokens = [0] * trace.n_requests
@@ -142,7 +144,7 @@ def _simulate_reference(
                         f"{policy.name}: working memory is over budget but victims() chose nothing"
                     )
                 for v in chosen:
-                    if not in_wm[v] or v in pinned:
+                    if not (0 <= v < n_items and in_wm[v] and item_stream[v] == s) or v in pinned:
                         what = "pinned" if v in pinned else "not resident"
                         raise PolicyError(f"{policy.name}: victims() returned item {v}, {what}")
                     in_wm[v] = 0

@@ -1,14 +1,25 @@
 """The lower tiers: what happens to items after they leave working memory.
 
-Working memory (WM) decides hits; without request-time retrieval nothing below it changes what
-the agent sees, so the short-term cache (STC) and the long-term store (LTS) are replayed from
-the simulator's WM move log after the fact.  That keeps the hot replay loop free of tier
-bookkeeping and lets the compiled kernels serve every policy's tier accounting.
+* Short-term cache (STC): bounded in tokens per stream (``short_term_tokens``); the item that
+  entered it longest ago leaves first (LRU: an item re-enters as the newest), optional TTL in
+  trace seconds; what it evicts moves to the long-term store.  An item larger than the whole
+  STC goes straight to the LTS.
+* Long-term store (LTS): unbounded; holds everything that left working memory and the STC.
 
-* STC: bounded in tokens (``short_term_tokens``), least recently entered leaves first, optional
-  TTL in trace seconds; what it evicts moves to the LTS.
-* LTS: unbounded; holds everything that left WM and the STC.
+The tiers are driven by the simulator's working-memory move log (``SimResult.move_*``):
+a WM eviction or a declined write enters the STC, a fetch, pin or promotion takes the item back
+into WM from wherever it is.  :class:`TierState` is that machine.  Two drivers use it:
 
+* post hoc (:func:`replay_tiers`): after the replay, over the whole move log.  Without
+  request-time retrieval nothing below WM changes what the agent sees, so this keeps the hot
+  replay loop free of tier bookkeeping and lets the compiled kernels serve every run;
+* live (:mod:`memlens.retrieval.assemble`): at each request, the moves logged since the
+  previous request are applied, so the state is current when the context is assembled.
+
+TTL expiry is applied lazily, at the next event that looks at the stream's STC: a move, or a
+request (both drivers tick at every request when a TTL is set, so they log identical moves).
+
+A listener (the LTS index) is told when an item enters or leaves the LTS.
 Every move is recorded as (event, item, from tier, to tier).
 """
 
@@ -42,74 +53,130 @@ class TierLog:
         return dict(sorted(out.items()))
 
 
+class TierState:
+    """Where every item is (WM, STC, LTS), the STC's LRU order, and the move log."""
+
+    def __init__(self, trace: Trace, short_term_tokens: int, ttl_s: float | None = None,
+                 listener=None):  # fmt: skip
+        if short_term_tokens < 0:
+            raise ValueError("short_term_tokens must be >= 0")
+        if ttl_s is not None and ttl_s < 0:
+            raise ValueError("ttl_s must be >= 0 or null")
+        self.capacity = int(short_term_tokens)
+        self.ttl_s = None if ttl_s is None else float(ttl_s)
+        self.tokens = trace.item_tokens.tolist()
+        self.item_stream = trace.item_stream.tolist()
+        self.ev_t = trace.ev_t
+        self.where = [NOWHERE] * trace.n_items
+        #: per stream: item -> trace time it entered the STC, oldest first
+        self.stc: list[OrderedDict[int, float]] = [OrderedDict() for _ in range(trace.n_streams)]
+        self.stc_used = [0] * trace.n_streams
+        self.listener = listener
+        self._e: list[int] = []
+        self._i: list[int] = []
+        self._s: list[int] = []
+        self._d: list[int] = []
+
+    # ------------------------------------------------------------------ moves
+    def _move(self, e: int, i: int, dst: int) -> None:
+        src = self.where[i]
+        self._e.append(e)
+        self._i.append(i)
+        self._s.append(src)
+        self._d.append(dst)
+        self.where[i] = dst
+        if self.listener is not None:
+            if src == LTS:
+                self.listener.lts_leave(i)
+            if dst == LTS:
+                self.listener.lts_enter(i, e)
+
+    def _to_stc(self, e: int, i: int, now: float) -> None:
+        s = self.item_stream[i]
+        if self.tokens[i] > self.capacity:
+            self._move(e, i, LTS)
+            return
+        self._move(e, i, STC)
+        q = self.stc[s]
+        q[i] = now
+        self.stc_used[s] += self.tokens[i]
+        while self.stc_used[s] > self.capacity:
+            old, _ = q.popitem(last=False)
+            self.stc_used[s] -= self.tokens[old]
+            self._move(e, old, LTS)
+
+    def tick(self, e: int, s: int) -> None:
+        """Event ``e`` of stream ``s`` happens: expire STC entries older than the TTL."""
+        if self.ttl_s is None:
+            return
+        now = float(self.ev_t[e])
+        q = self.stc[s]
+        while q:
+            old, since = next(iter(q.items()))
+            if now - since <= self.ttl_s:
+                break
+            del q[old]
+            self.stc_used[s] -= self.tokens[old]
+            self._move(e, old, LTS)
+
+    def touch(self, i: int, e: int) -> None:
+        """Retrieval used STC item ``i`` at event ``e``: it becomes the cache's newest (LRU)."""
+        if self.where[i] == STC:
+            q = self.stc[self.item_stream[i]]
+            del q[i]
+            q[i] = float(self.ev_t[e])
+
+    def apply(self, e: int, i: int, kind: int) -> None:
+        """Apply one working-memory move (a ``MOVE_*`` kind from the simulator)."""
+        self.tick(e, self.item_stream[i])
+        if kind == MOVE_ADMIT:
+            self._move(e, i, WM)
+        elif kind in (MOVE_BYPASS, MOVE_EVICT):
+            self._to_stc(e, i, float(self.ev_t[e]))
+        else:  # fetch, pin or promotion: back into WM from wherever it is
+            if self.where[i] == STC:
+                s = self.item_stream[i]
+                del self.stc[s][i]
+                self.stc_used[s] -= self.tokens[i]
+            self._move(e, i, WM)
+
+    def log(self) -> TierLog:
+        return TierLog(
+            event=np.asarray(self._e, dtype=np.int64),
+            item=np.asarray(self._i, dtype=np.int32),
+            src=np.asarray(self._s, dtype=np.int8),
+            dst=np.asarray(self._d, dtype=np.int8),
+            final_tier=np.asarray(self.where, dtype=np.int8),
+        )
+
+
+def merged_schedule(trace: Trace, result: SimResult, ticks: bool) -> list[tuple[int, int, int]]:
+    """(event, item or -1, kind or request index) in replay order: moves, then request ticks.
+
+    A request's tick comes before the moves logged at the request's own event (its hits are
+    decided before its updates).  Request entries are ``(event, -1, r)``.
+    """
+    moves = list(zip(result.move_event.tolist(), result.move_item.tolist(),
+                     result.move_kind.tolist()))  # fmt: skip
+    if not ticks:
+        return moves
+    reqs = [(int(e), -1, r) for r, e in enumerate(trace.req_event.tolist())]
+    # sort key: event, then requests (-1) before the moves at that event; stable for moves
+    keyed = [(e, 0, n, x) for n, x in enumerate(reqs) for e in (x[0],)]
+    keyed += [(m[0], 1, n, m) for n, m in enumerate(moves)]
+    keyed.sort(key=lambda t: (t[0], t[1], t[2]))
+    return [t[3] for t in keyed]
+
+
 def replay_tiers(
     trace: Trace, result: SimResult, short_term_tokens: int, ttl_s: float | None = None
 ) -> TierLog:
-    """Replay the WM move log through the STC and LTS."""
-    if short_term_tokens < 0:
-        raise ValueError("short_term_tokens must be >= 0")
-    tokens = trace.item_tokens.tolist()
-    ev_t = trace.ev_t
-    item_stream = trace.item_stream.tolist()
-    where = [NOWHERE] * trace.n_items
-    stc: list[OrderedDict[int, float]] = [OrderedDict() for _ in range(trace.n_streams)]
-    stc_used = [0] * trace.n_streams
-    log_e: list[int] = []
-    log_i: list[int] = []
-    log_s: list[int] = []
-    log_d: list[int] = []
-
-    def move(e: int, i: int, dst: int) -> None:
-        log_e.append(e)
-        log_i.append(i)
-        log_s.append(where[i])
-        log_d.append(dst)
-        where[i] = dst
-
-    def to_stc(e: int, i: int, now: float) -> None:
-        s = item_stream[i]
-        if tokens[i] > short_term_tokens:
-            move(e, i, LTS)
-            return
-        move(e, i, STC)
-        stc[s][i] = now
-        stc_used[s] += tokens[i]
-        q = stc[s]
-        while stc_used[s] > short_term_tokens:
-            old, _ = q.popitem(last=False)
-            stc_used[s] -= tokens[old]
-            move(e, old, LTS)
-
-    def expire(e: int, s: int, now: float) -> None:
-        q = stc[s]
-        while q:
-            old, since = next(iter(q.items()))
-            if now - since <= ttl_s:
-                break
-            del q[old]
-            stc_used[s] -= tokens[old]
-            move(e, old, LTS)
-
-    for e, i, k in zip(
-        result.move_event.tolist(), result.move_item.tolist(), result.move_kind.tolist()
-    ):
-        now = float(ev_t[e])
-        if ttl_s is not None:
-            expire(e, item_stream[i], now)
-        if k == MOVE_ADMIT:
-            move(e, i, WM)
-        elif k in (MOVE_BYPASS, MOVE_EVICT):
-            to_stc(e, i, now)
-        else:  # fetch or pin: back into WM from wherever it is
-            if where[i] == STC:
-                s = item_stream[i]
-                del stc[s][i]
-                stc_used[s] -= tokens[i]
-            move(e, i, WM)
-    return TierLog(
-        event=np.asarray(log_e, dtype=np.int64),
-        item=np.asarray(log_i, dtype=np.int32),
-        src=np.asarray(log_s, dtype=np.int8),
-        dst=np.asarray(log_d, dtype=np.int8),
-        final_tier=np.asarray(where, dtype=np.int8),
-    )
+    """Replay the WM move log through the STC and LTS after the fact (no retrieval)."""
+    state = TierState(trace, short_term_tokens, ttl_s)
+    stream = trace.req_stream.tolist()
+    for e, i, k in merged_schedule(trace, result, ticks=ttl_s is not None):
+        if i < 0:
+            state.tick(e, stream[k])
+        else:
+            state.apply(e, i, k)
+    return state.log()

@@ -388,7 +388,7 @@ def write_trace(path: str | os.PathLike, events: Iterable[dict], header: dict | 
     n = 0
     with atomic_path(path) as tmp:
         raw = open(tmp, "wb")
-        fh = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if path.suffix == ".gz" else raw
+        fh = gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) if path.suffix == ".gz" else raw
         try:
             if header is not None:
                 fh.write(orjson.dumps({"event": "header", "version": FORMAT_VERSION, **header}))

@@ -1,0 +1,39 @@
+# Two commands do all set-up on a fresh machine:
+#   make run    create .venv if missing, then run the main job (memlens compare)
+#   make test   create .venv if missing, then lint and run the default test suite
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: setup run test test-all bench lint format clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: setup
+	mkdir -p outputs
+	cd outputs && ../$(VENV)/bin/memlens compare
+
+test: setup
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -n 2
+
+test-all: setup
+	$(PY) -m pytest -n 2 -m "slow or not slow"
+
+bench: setup
+	$(PY) benchmarks/bench_replay.py
+
+lint: setup
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+format: setup
+	$(VENV)/bin/ruff format . && $(VENV)/bin/ruff check --fix .
+
+clean:
+	rm -rf outputs multirun mlflow.db mlartifacts .pytest_cache

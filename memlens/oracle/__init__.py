@@ -1,0 +1,12 @@
+"""Offline oracle bounds: the best any policy of the simulator's class could do at a budget.
+
+``solve(trace, budget, demand_fetch)`` gives, per stream and summed, ``upper`` (no policy of the
+class can score more hits) and ``lower`` (hits of a schedule the simulator replays as
+``policy=oracle``).  ``memlens.oracle.report`` turns them into the ``oracle`` section of
+metrics.json and the ``oracle_upper`` / ``regret`` columns.  See docs/oracle.md.
+"""
+
+from memlens.oracle.bounds import OracleSolveError
+from memlens.oracle.solve import OracleResult, OracleSettings, StreamBound, solve
+
+__all__ = ["OracleResult", "OracleSettings", "OracleSolveError", "StreamBound", "solve"]

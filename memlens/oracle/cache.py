@@ -1,0 +1,87 @@
+"""On-disk cache of oracle results, so a sweep over policies solves each bound once.
+
+One ``.npz`` file per key: the per-stream numbers as JSON plus the plans the oracle policy
+replays.  The key hashes the trace content (``Trace.sha256``), its pins (``Trace.pin_keys``),
+the budget, demand fetch, the solver settings and ``FORMAT``; bump ``FORMAT`` whenever a change
+to the oracle can change its numbers, so stale files are never read.  Files are written
+atomically (``memlens.atomic``); an unreadable file is treated as a miss and rewritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+
+from memlens.atomic import atomic_path
+from memlens.trace import Trace
+
+FORMAT = 1
+
+
+def key(trace: Trace, budget: int, demand_fetch: bool, solver: dict) -> str:
+    pins = hashlib.sha256(repr(trace.pin_keys()).encode()).hexdigest()
+    blob = json.dumps(
+        {
+            "format": FORMAT,
+            "trace": trace.sha256,
+            "pins": pins,
+            "budget": budget,
+            "demand_fetch": demand_fetch,
+            "solver": solver,
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def _path(cache_dir: str, k: str) -> Path:
+    return Path(cache_dir).expanduser() / f"{k}.npz"
+
+
+def load(cache_dir: str, k: str):
+    from memlens.oracle.solve import OracleResult, StreamBound
+
+    path = _path(cache_dir, k)
+    if not path.exists():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(bytes(z["meta"]).decode())
+            ptr, ev, item = z["plan_ptr"], z["plan_event"], z["plan_item"]
+    except (OSError, ValueError, KeyError):
+        return None
+    plans = [
+        np.stack([ev[ptr[s] : ptr[s + 1]], item[ptr[s] : ptr[s + 1]]], axis=1).astype(np.int64)
+        for s in range(len(meta["streams"]))
+    ]
+    return OracleResult(
+        budget=meta["budget"],
+        demand_fetch=meta["demand_fetch"],
+        streams=[StreamBound(**d) for d in meta["streams"]],
+        plans=plans,
+        wall_s=meta["wall_s"],
+        from_cache=True,
+    )
+
+
+def store(cache_dir: str, k: str, result) -> None:
+    meta = {
+        "budget": result.budget,
+        "demand_fetch": result.demand_fetch,
+        "streams": [s.as_dict() for s in result.streams],
+        "wall_s": result.wall_s,
+    }
+    lens = [p.shape[0] for p in result.plans]
+    ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    allp = np.concatenate(result.plans) if result.plans else np.zeros((0, 2), np.int64)
+    with atomic_path(_path(cache_dir, k)) as tmp, open(tmp, "wb") as f:
+        np.savez_compressed(
+            f,
+            meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+            plan_ptr=ptr,
+            plan_event=allp[:, 0].astype(np.int64),
+            plan_item=allp[:, 1].astype(np.int64),
+        )

@@ -1,0 +1,197 @@
+"""The keep-interval model of one stream: what the oracle optimises over.
+
+The simulator's policy class (``memlens.simulator``) lets an item enter working memory only
+
+* at its write (if its tokens fit the budget),
+* at a pin (forced; the item stays until unpinned and its tokens count against the budget),
+* with ``demand_fetch``, right after a request that needed it (if its tokens fit),
+
+and lets it leave at any time.  A request hits an item iff the item is resident just before the
+request.  So for an *unpinned* item the only thing that matters between two consecutive
+"anchors" of that item (write, use, pin, unpin) is whether it is kept through the whole gap: an
+item that is absent at the end of a gap gains nothing from having been resident part of it,
+since nothing can observe it.  One 0/1 variable per gap that ends at a use, worth one hit, is
+therefore enough to describe every policy's hits; gaps that end at a pin or at the end of the
+stream are worth nothing and are left out.
+
+Where a gap may start:
+
+* at the write, at an unpin (the item is resident when its pin is lifted), or, with demand
+  fetch, after any use: a *free* start;
+* without demand fetch, after a use: only if the item was kept through the gap ending at that
+  use (a dropped item cannot come back), so ``y[g] <= y[prev[g]]`` (the nesting constraint).
+
+Uses while the item is pinned are hits for every policy (``forced_hits``).
+
+Capacity: after every event of the stream, the unpinned resident tokens are at most
+``max(0, budget - pinned_tokens)`` (the simulator evicts until used <= budget or only pinned
+items are left).  Time is the global event index; a gap from anchor ``a`` to use ``b`` occupies
+the states after events ``a .. b-1``.  The load only rises at gap starts and the capacity only
+falls at pins, so checking the capacity at those events ("check points") checks it everywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from memlens.trace import PIN, REQUEST, UNPIN, WRITE, Trace
+
+
+@dataclass
+class GapModel:
+    """Keep-intervals of one stream at one budget and demand-fetch setting."""
+
+    stream: int
+    budget: int
+    demand_fetch: bool
+    n_references: int  # needed references of the stream
+    forced_hits: int  # uses while pinned: hits for every policy
+    # gaps (only those that may be kept: tokens <= budget and, without fetch, chain unbroken)
+    item: np.ndarray  # int64
+    start: np.ndarray  # int64 event index of the anchor the gap starts at
+    end: np.ndarray  # int64 event index of the use that ends it
+    size: np.ndarray  # int64 tokens
+    prev: np.ndarray  # int64 gap index that must be kept for this one to be (-1: free start)
+    ref: np.ndarray  # int64 index into trace.needs of the use that ends it
+    # check points
+    points: np.ndarray  # int64 sorted event indices where the capacity is checked
+    capacity: np.ndarray  # int64 max(0, budget - pinned tokens) after each check point
+    k_start: np.ndarray  # int64 first check point a gap covers
+    k_end: np.ndarray  # int64 one past the last check point a gap covers
+    # stream-local lengths for the time-averaged (PFOO-L) relaxation
+    length: np.ndarray  # int64 number of the stream's post-event states a gap covers
+    total_capacity: int  # sum over the stream's post-event states of the capacity
+
+    @property
+    def n_gaps(self) -> int:
+        return int(self.item.shape[0])
+
+
+def build_model(trace: Trace, stream: int, budget: int, demand_fetch: bool) -> GapModel:
+    """Walk one stream's events once and collect its keep-intervals and capacity profile."""
+    events = trace.stream_events[stream]
+    kinds = trace.ev_kind[events].tolist()
+    refs = trace.ev_ref[events].tolist()
+    ev_list = events.tolist()
+    tokens = trace.item_tokens
+    needs_ptr = trace.needs_ptr
+    needs = trace.needs
+    # per item state, kept in dicts (a stream touches only its own items)
+    anchor: dict[int, int] = {}  # item -> event index of its open anchor (absent: none)
+    chain: dict[int, int] = {}  # item -> gap index that must be kept (-1 free, -2 impossible)
+    pinned: set[int] = set()
+    pinned_tok = 0
+    forced = 0
+    n_refs = 0
+    g_item: list[int] = []
+    g_start: list[int] = []
+    g_end: list[int] = []
+    g_prev: list[int] = []
+    g_ref: list[int] = []
+    pin_ev: list[int] = []  # events where the pinned tokens changed
+    pin_tok: list[int] = []  # pinned tokens after them
+    for pos, e in enumerate(ev_list):
+        k = kinds[pos]
+        x = refs[pos]
+        if k == WRITE:
+            anchor[x] = e
+            chain[x] = -1 if tokens[x] <= budget else -2
+        elif k == REQUEST:
+            lo, hi = int(needs_ptr[x]), int(needs_ptr[x + 1])
+            n_refs += hi - lo
+            for j in range(lo, hi):
+                i = int(needs[j])
+                if i in pinned:
+                    forced += 1
+                    continue
+                c = chain.get(i, -2)
+                g = -2
+                if c != -2 and i in anchor:
+                    g = len(g_item)
+                    g_item.append(i)
+                    g_start.append(anchor[i])
+                    g_end.append(e)
+                    g_prev.append(c)
+                    g_ref.append(j)
+                anchor[i] = e
+                if demand_fetch:
+                    chain[i] = -1 if tokens[i] <= budget else -2
+                else:
+                    chain[i] = g
+        elif k == PIN:
+            if x not in pinned:
+                pinned.add(x)
+                pinned_tok += int(tokens[x])
+                pin_ev.append(e)
+                pin_tok.append(pinned_tok)
+                anchor.pop(x, None)
+        elif k == UNPIN:
+            if x in pinned:
+                pinned.discard(x)
+                pinned_tok -= int(tokens[x])
+                pin_ev.append(e)
+                pin_tok.append(pinned_tok)
+                anchor[x] = e
+                chain[x] = -1 if tokens[x] <= budget else -2
+    item = np.asarray(g_item, dtype=np.int64)
+    start = np.asarray(g_start, dtype=np.int64)
+    end = np.asarray(g_end, dtype=np.int64)
+    prev = np.asarray(g_prev, dtype=np.int64)
+    size = tokens[item].astype(np.int64) if item.size else np.zeros(0, dtype=np.int64)
+    pin_ev_a = np.asarray(pin_ev, dtype=np.int64)
+    pin_tok_a = np.asarray(pin_tok, dtype=np.int64)
+
+    def cap_after(ev: np.ndarray) -> np.ndarray:
+        idx = np.searchsorted(pin_ev_a, ev, side="right") - 1
+        p = np.where(idx >= 0, pin_tok_a[np.maximum(idx, 0)], 0) if pin_ev_a.size else 0
+        return np.maximum(0, budget - (np.zeros(ev.shape, np.int64) + p))
+
+    points = np.unique(np.concatenate([start, pin_ev_a]))
+    capacity = cap_after(points)
+    k_start = np.searchsorted(points, start, side="left")
+    k_end = np.searchsorted(points, end, side="left")
+    pos_start = np.searchsorted(events, start)
+    pos_end = np.searchsorted(events, end)
+    total_capacity = int(cap_after(events).sum()) if events.size else 0
+    return GapModel(
+        stream=stream,
+        budget=int(budget),
+        demand_fetch=bool(demand_fetch),
+        n_references=n_refs,
+        forced_hits=forced,
+        item=item,
+        start=start,
+        end=end,
+        size=size,
+        prev=prev,
+        ref=np.asarray(g_ref, dtype=np.int64),
+        points=points.astype(np.int64),
+        capacity=capacity.astype(np.int64),
+        k_start=k_start.astype(np.int64),
+        k_end=k_end.astype(np.int64),
+        length=(pos_end - pos_start).astype(np.int64),
+        total_capacity=total_capacity,
+    )
+
+
+def keep_pairs(model: GapModel, selected: np.ndarray) -> np.ndarray:
+    """(anchor event, item) of the selected gaps: what the oracle policy replays."""
+    sel = np.asarray(selected, dtype=bool)
+    return np.stack([model.start[sel], model.item[sel]], axis=1).astype(np.int64)
+
+
+def schedule_load_ok(model: GapModel, selected: np.ndarray) -> bool:
+    """Whether a 0/1 selection of gaps respects capacity and nesting (an exact check)."""
+    sel = np.asarray(selected, dtype=bool)
+    if model.n_gaps == 0:
+        return True
+    nested = model.prev >= 0
+    if np.any(sel & nested & ~sel[np.maximum(model.prev, 0)]):
+        return False
+    diff = np.zeros(model.points.shape[0] + 1, dtype=np.int64)
+    np.add.at(diff, model.k_start[sel], model.size[sel])
+    np.add.at(diff, model.k_end[sel], -model.size[sel])
+    load = np.cumsum(diff)[:-1]
+    return bool(np.all(load <= model.capacity))

@@ -1,0 +1,198 @@
+"""Solve the oracle for one (trace, budget, demand_fetch): both bounds, per stream and summed.
+
+Per stream:
+
+* ``upper``: the LP bound (``memlens.oracle.bounds.lp_upper``) when the stream has at most
+  ``lp_max_references`` references (or ``method: lp``), else the time-averaged relaxation
+  (``relaxed_upper``); which one is reported as ``upper_method``.
+* ``lower``: the hits the simulator really gets replaying ``policy=oracle`` with the best of two
+  plans: the integer optimum (``milp``, streams with at most ``milp_max_gaps`` gaps) or the
+  rounded LP schedule, and the empty plan (pure Belady-Size).  The replay is done here with the
+  reference simulator, so ``oracle_lower`` is by construction what ``policy=oracle`` scores.
+
+Results are memoised in the process and cached on disk (``memlens.oracle.cache``), keyed by
+the trace's content hash, its pins, the budget, demand fetch and the settings.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field, fields
+
+import numpy as np
+
+from memlens.oracle import cache
+from memlens.oracle.bounds import OracleSolveError, lp_upper, milp_schedule, relaxed_upper
+from memlens.oracle.model import build_model, keep_pairs, schedule_load_ok
+from memlens.oracle.rounding import round_schedule
+from memlens.trace import Trace
+
+METHODS = ("auto", "lp", "relaxed")
+
+
+@dataclass(frozen=True)
+class OracleSettings:
+    """The ``oracle:`` config block (conf/base.yaml)."""
+
+    enabled: bool = True
+    method: str = "auto"  # auto | lp | relaxed
+    lp_max_references: int = 200_000  # auto: larger streams use the relaxed bound
+    milp_max_gaps: int = 3_000  # streams with at most this many gaps get the integer optimum
+    milp_node_limit: int = 2_000  # branch-and-bound nodes (deterministic, unlike a time limit)
+    cache_dir: str | None = ".memlens-cache/oracle"
+
+    @classmethod
+    def make(cls, node=None) -> OracleSettings:
+        """From a config node or dict; unknown keys are an error naming the key."""
+        if node is None:
+            return cls()
+        items = dict(node.items()) if hasattr(node, "items") else dict(node)
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(items) - known)
+        if unknown:
+            raise ValueError(f"oracle: unknown setting(s) {unknown} (known: {sorted(known)})")
+        s = cls(**items)
+        if s.method not in METHODS:
+            raise ValueError(f"oracle.method must be one of {METHODS}, got {s.method!r}")
+        return s
+
+    def solver_key(self) -> dict:
+        """The settings that change the numbers (not where they are cached)."""
+        d = asdict(self)
+        d.pop("enabled")
+        d.pop("cache_dir")
+        return d
+
+
+@dataclass
+class StreamBound:
+    upper: int
+    lower: int
+    references: int
+    upper_method: str  # lp | relaxed
+    lower_method: str  # milp | lp-round | belady
+    gaps: int
+    solve_s: float
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class OracleResult:
+    budget: int
+    demand_fetch: bool
+    streams: list[StreamBound]
+    plans: list[np.ndarray] = field(repr=False)  # per stream (n, 2): anchor event, item
+    wall_s: float = 0.0
+    from_cache: bool = False
+
+    @property
+    def upper(self) -> int:
+        return sum(s.upper for s in self.streams)
+
+    @property
+    def lower(self) -> int:
+        return sum(s.lower for s in self.streams)
+
+    @property
+    def references(self) -> int:
+        return sum(s.references for s in self.streams)
+
+    @property
+    def upper_method(self) -> str:
+        used = sorted({s.upper_method for s in self.streams if s.references})
+        return "+".join(used) if used else "lp"
+
+
+_MEMO: dict[str, OracleResult] = {}
+
+
+def solve(
+    trace: Trace, budget: int, demand_fetch: bool, settings: OracleSettings | None = None
+) -> OracleResult:
+    """Both bounds for every stream (memoised, then disk-cached, then computed)."""
+    settings = settings or OracleSettings()
+    key = cache.key(trace, int(budget), bool(demand_fetch), settings.solver_key())
+    if key in _MEMO:
+        return _MEMO[key]
+    result = cache.load(settings.cache_dir, key) if settings.cache_dir else None
+    if result is None:
+        result = _compute(trace, int(budget), bool(demand_fetch), settings)
+        if settings.cache_dir:
+            cache.store(settings.cache_dir, key, result)
+    _MEMO[key] = result
+    return result
+
+
+def _stream_hits(trace: Trace, need_hit: np.ndarray) -> np.ndarray:
+    stream_of_ref = trace.req_stream[trace.need_request]
+    return np.bincount(stream_of_ref, weights=need_hit, minlength=trace.n_streams).astype(np.int64)
+
+
+def _replay(trace: Trace, plans: list[np.ndarray], budget: int, demand_fetch: bool) -> np.ndarray:
+    from memlens.policies.oracle import Oracle
+    from memlens.simulator import simulate
+
+    res = simulate(
+        trace, Oracle(plans=plans), budget, demand_fetch, engine="reference", progress=False
+    )
+    return _stream_hits(trace, res.need_hit)
+
+
+def _compute(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSettings):
+    t_all = time.perf_counter()
+    bounds: list[StreamBound] = []
+    plans: list[np.ndarray] = []
+    for s in range(trace.n_streams):
+        t0 = time.perf_counter()
+        model = build_model(trace, s, budget, demand_fetch)
+        use_lp = settings.method == "lp" or (
+            settings.method == "auto" and model.n_references <= settings.lp_max_references
+        )
+        selected = np.zeros(model.n_gaps, dtype=bool)
+        lower_method = "belady"
+        if use_lp:
+            upper, y = lp_upper(model)
+            selected = round_schedule(model, y)
+            lower_method = "lp-round"
+            if 0 < model.n_gaps <= settings.milp_max_gaps and selected.sum() + model.forced_hits < upper:
+                exact = milp_schedule(model, settings.milp_node_limit)
+                if exact is not None and schedule_load_ok(model, exact):
+                    if exact.sum() > selected.sum():
+                        selected, lower_method = exact, "milp"
+            if not schedule_load_ok(model, selected):
+                raise OracleSolveError(f"stream {s}: rounded schedule infeasible (oracle bug)")
+        else:
+            upper = relaxed_upper(model)
+        bounds.append(
+            StreamBound(
+                upper=int(upper),
+                lower=int(selected.sum()) + model.forced_hits,  # replaced by the replay below
+                references=model.n_references,
+                upper_method="lp" if use_lp else "relaxed",
+                lower_method=lower_method,
+                gaps=model.n_gaps,
+                solve_s=time.perf_counter() - t0,
+            )
+        )
+        plans.append(keep_pairs(model, selected))
+    hits = _replay(trace, plans, budget, demand_fetch)
+    if any(hits[s] < b.upper for s, b in enumerate(bounds)):
+        empty = [np.zeros((0, 2), dtype=np.int64)] * trace.n_streams
+        belady = _replay(trace, empty, budget, demand_fetch)
+    else:
+        belady = hits
+    for s, b in enumerate(bounds):
+        if hits[s] < b.lower:
+            raise OracleSolveError(f"stream {s}: replay scored below its plan (oracle bug)")
+        if belady[s] > hits[s]:
+            hits[s] = belady[s]
+            plans[s] = np.zeros((0, 2), dtype=np.int64)
+            b.lower_method = "belady"
+        b.lower = int(hits[s])
+        if b.lower > b.upper:
+            raise OracleSolveError(
+                f"stream {s}: oracle_lower {b.lower} > oracle_upper {b.upper} (oracle bug)"
+            )
+    return OracleResult(budget, demand_fetch, bounds, plans, time.perf_counter() - t_all)

@@ -1,0 +1,413 @@
+"""Context assembly at request time: working memory plus what retrieval brings back.
+
+For each request (``retrieval.enabled``):
+
+1. the query vector (``memlens.retrieval.query``);
+2. the pre-filter: same stream always; same task, item types and a time window optionally.
+   It is applied before any similarity is computed;
+3. candidates: the ``k`` most similar items of the short-term cache (exact) and the ``k``
+   nearest of the long-term store (hnswlib), with similarity at least ``min_similarity``;
+4. rerank by ``w_similarity * cosine + w_value * value + w_freshness * 0.5 ** (age /
+   half_life)`` (ties: lower item index), then take items best first while they fit in
+   ``budget`` tokens.  An item from the long-term store costs its stored size (compression);
+5. optionally promote what was retrieved in full into working memory (the simulator does the
+   move, subject to the policy's ``admit``; the run is then outside the oracle class), and
+   refresh retrieved short-term items in the cache's LRU order.
+
+With ``prefetch`` the set assembled at a stream's request k-1 (from k-1's query and the state
+then) is what request k gets, so the latency is off the critical path; the record says how often
+that set covered everything the request needed beyond working memory.
+
+Two drivers: :class:`LiveRetrieval` is called by the reference simulator at every request
+(needed when promotion feeds back into working memory); :func:`retrieve_post_hoc` runs the same
+engine over a finished replay's move log (any engine, including the compiled kernels), which
+gives identical results when nothing is promoted.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from memlens.compression import LOSSY, NONE, POINTER, Compressor
+from memlens.embeddings import Embeddings
+from memlens.retrieval.index import LongTermIndex, top_k
+from memlens.retrieval.query import plan_requests, query_vectors
+from memlens.simulator import SimResult
+from memlens.tiers import LTS, STC, WM, TierLog, TierState, merged_schedule
+from memlens.trace import ITEM_TYPES, Trace
+
+
+@dataclass
+class RetrievalConfig:
+    enabled: bool = False
+    budget: int = 512
+    k: int = 8
+    min_similarity: float = 0.0
+    promote: bool = False
+    prefetch: bool = False
+    goal_weight: float = 0.0
+    last_action_weight: float = 0.0
+    same_task: bool = False
+    types: list[str] | None = None
+    max_age_s: float | None = None
+    w_similarity: float = 1.0
+    w_value: float = 0.2
+    w_freshness: float = 0.2
+    freshness_half_life_s: float = 3600.0
+    M: int = 16
+    ef_construction: int = 100
+    ef_search: int = 64
+    exact_below: int = 64
+    seed: int = 0
+    short_term_tokens: int = 8192
+    ttl_s: float | None = None
+    short_term_policy: str = "lru"
+    short_term_latency_ms: float = 1.0
+    long_term_latency_ms: float = 20.0
+
+    @classmethod
+    def from_cfg(cls, cfg) -> RetrievalConfig:
+        """Read ``cfg.retrieval`` and ``cfg.tiers`` (missing keys keep their defaults)."""
+        r = cfg.get("retrieval") or {}
+        t = cfg.get("tiers") or {}
+        q = r.get("query") or {}
+        f = r.get("filter") or {}
+        w = r.get("rerank") or {}
+        h = r.get("hnsw") or {}
+        d = cls()
+        out = cls(
+            enabled=bool(r.get("enabled", d.enabled)),
+            budget=int(r.get("budget", d.budget)),
+            k=int(r.get("k", d.k)),
+            min_similarity=float(r.get("min_similarity", d.min_similarity)),
+            promote=bool(r.get("promote", d.promote)),
+            prefetch=bool(r.get("prefetch", d.prefetch)),
+            goal_weight=float(q.get("goal_weight", d.goal_weight)),
+            last_action_weight=float(q.get("last_action_weight", d.last_action_weight)),
+            same_task=bool(f.get("same_task", d.same_task)),
+            types=list(f["types"]) if f.get("types") else None,
+            max_age_s=None if f.get("max_age_s") is None else float(f["max_age_s"]),
+            w_similarity=float(w.get("similarity", d.w_similarity)),
+            w_value=float(w.get("value", d.w_value)),
+            w_freshness=float(w.get("freshness", d.w_freshness)),
+            freshness_half_life_s=float(w.get("freshness_half_life_s", d.freshness_half_life_s)),
+            M=int(h.get("M", d.M)),
+            ef_construction=int(h.get("ef_construction", d.ef_construction)),
+            ef_search=int(h.get("ef_search", d.ef_search)),
+            exact_below=int(h.get("exact_below", d.exact_below)),
+            seed=int(cfg.get("seed", 0)),
+            short_term_tokens=int(t.get("short_term_tokens", d.short_term_tokens)),
+            ttl_s=None if t.get("ttl_s") is None else float(t["ttl_s"]),
+            short_term_policy=str(t.get("short_term_policy", d.short_term_policy)),
+            short_term_latency_ms=float(t.get("short_term_latency_ms", d.short_term_latency_ms)),
+            long_term_latency_ms=float(t.get("long_term_latency_ms", d.long_term_latency_ms)),
+        )
+        out.check()
+        return out
+
+    def check(self) -> None:
+        if self.budget < 0:
+            raise ValueError(f"retrieval.budget must be >= 0 tokens, got {self.budget}")
+        if self.k < 0:
+            raise ValueError(f"retrieval.k must be >= 0, got {self.k}")
+        if self.short_term_policy not in ("lru", "fifo"):
+            raise ValueError(f"tiers.short_term_policy must be lru or fifo, got "
+                             f"{self.short_term_policy!r}")  # fmt: skip
+        for t in self.types or []:
+            if t not in ITEM_TYPES:
+                raise ValueError(f"retrieval.filter.types: unknown item type {t!r}")
+        if self.freshness_half_life_s <= 0:
+            raise ValueError("retrieval.rerank.freshness_half_life_s must be > 0")
+        if self.ef_search < 1 or self.M < 2 or self.ef_construction < 1:
+            raise ValueError("retrieval.hnsw: M >= 2, ef_construction >= 1, ef_search >= 1")
+
+
+@dataclass
+class RetrievalRecord:
+    """What retrieval did at each request; ``memlens.metrics`` turns it into numbers."""
+
+    ret_ptr: np.ndarray  # int64 [R + 1]: retrieved entries of request r are [ptr[r], ptr[r+1])
+    ret_item: np.ndarray  # int32
+    ret_form: np.ndarray  # int8: compression code the item came back in (NONE from the STC)
+    ret_tier: np.ndarray  # int8: STC or LTS
+    ret_tokens: np.ndarray  # int64: context tokens it cost
+    ret_needed: np.ndarray  # bool: the request needed it
+    need_ctx: np.ndarray  # uint8 per reference: present in the assembled context (and usable)
+    need_lost: np.ndarray  # uint8 per reference: retrieved, but only in a lossy form that fails
+    retrieved_tokens: np.ndarray  # int64 per request
+    modeled_ms: np.ndarray  # float64 per request: configured tier latency on the critical path
+    measured_ms: np.ndarray  # float64 per request: wall time of the retrieval (timing only)
+    index_ms: np.ndarray  # float64 per request: wall time of the LTS index query (timing only)
+    prefetch_served: np.ndarray  # int8 per request: -1 n/a, 0/1 prefetched set covered it
+    promoted: int
+    stored_tokens_saved: int  # full - stored tokens of items in the LTS at the end
+    lossy_items_at_end: int
+    build_s: float
+    index_queries: int
+    exact_queries: int
+    tiers: TierLog
+    config: RetrievalConfig
+    extra: dict = field(default_factory=dict)
+
+
+class Retriever:
+    """The retrieval engine: tier state, LTS index and context assembly for one replay."""
+
+    def __init__(self, trace: Trace, cfg: RetrievalConfig, emb: Embeddings,
+                 compressor: Compressor, values: np.ndarray):  # fmt: skip
+        if emb.items.shape[0] != trace.n_items or emb.requests.shape[0] != trace.n_requests:
+            raise ValueError("embeddings do not match the trace (item or request count differs)")
+        self.trace, self.cfg, self.comp = trace, cfg, compressor
+        self.vectors = emb.items
+        self.index = LongTermIndex(emb.items, trace.item_stream, trace.n_streams, M=cfg.M,
+                                   ef_construction=cfg.ef_construction, ef_search=cfg.ef_search,
+                                   seed=cfg.seed, exact_below=cfg.exact_below)  # fmt: skip
+        self.state = TierState(trace, cfg.short_term_tokens, cfg.ttl_s, listener=self.index)
+        plan = plan_requests(trace)
+        self.plan = plan
+        self.query = query_vectors(emb.items, emb.requests, plan, cfg.goal_weight,
+                                   cfg.last_action_weight)  # fmt: skip
+        self.values = np.asarray(values, dtype=np.float64)
+        self.item_t = trace.item_t
+        self.tokens = trace.item_tokens
+        self.req_stream = trace.req_stream.tolist()
+        self.ev_t = trace.ev_t
+        self._type_ok = None
+        if cfg.types:
+            codes = [ITEM_TYPES.index(t) for t in cfg.types]
+            self._type_ok = np.isin(trace.item_type, codes)
+        self._task_code = None
+        if cfg.same_task:
+            names = {name: n for n, name in enumerate(dict.fromkeys(trace.item_task))}
+            self._task_code = np.asarray([names[t] for t in trace.item_task], dtype=np.int64)
+            self._task_names = names
+        self._pending: dict[int, list[tuple[int, int, int, int]]] = {}
+        n_req, n_ref = trace.n_requests, trace.n_references
+        self._ptr = [0]
+        self._items: list[int] = []
+        self._forms: list[int] = []
+        self._tiers: list[int] = []
+        self._toks: list[int] = []
+        self._needed: list[bool] = []
+        self.need_ctx = np.zeros(n_ref, dtype=np.uint8)
+        self.need_lost = np.zeros(n_ref, dtype=np.uint8)
+        self.retrieved_tokens = np.zeros(n_req, dtype=np.int64)
+        self.modeled_ms = np.zeros(n_req, dtype=np.float64)
+        self.measured_ms = np.zeros(n_req, dtype=np.float64)
+        self.index_ms = np.zeros(n_req, dtype=np.float64)
+        self.prefetch_served = np.full(n_req, -1, dtype=np.int8)
+        self._rows: dict[int, tuple] = {}
+        self.promoted = 0
+
+    # ------------------------------------------------------------- pre-filter
+    def _allow(self, r: int, now: float):
+        """The pre-filter beyond the stream, as a vectorised mask over item indices (or None)."""
+        tests = []
+        if self._type_ok is not None:
+            tests.append(lambda items, ok=self._type_ok: ok[items])
+        if self._task_code is not None:
+            code = self._task_names.get(self.plan.task[r], -1)
+            tests.append(lambda items, c=code, tc=self._task_code: tc[items] == c)
+        if self.cfg.max_age_s is not None:
+            oldest = now - self.cfg.max_age_s
+            tests.append(lambda items, t0=oldest, it=self.item_t: it[items] >= t0)
+        if not tests:
+            return None
+        if len(tests) == 1:
+            return tests[0]
+
+        def allow(items):
+            mask = tests[0](items)
+            for test in tests[1:]:
+                mask &= test(items)
+            return mask
+
+        return allow
+
+    # --------------------------------------------------------------- assembly
+    def assemble(self, r: int, s: int, e: int) -> tuple[list[tuple[int, int, int, int]], float]:
+        """Retrieved (item, form, tier, tokens) for request ``r`` and the LTS query wall ms."""
+        cfg = self.cfg
+        q = self.query[r]
+        now = float(self.ev_t[e])
+        allow = self._allow(r, now)
+        stc = self.state.stc[s]
+        stc_items = np.fromiter(stc.keys(), dtype=np.int64, count=len(stc))
+        if allow is not None and stc_items.size:
+            stc_items = stc_items[allow(stc_items)]
+        si, ss = top_k(self.vectors, stc_items, q, cfg.k)
+        t0 = time.perf_counter()
+        li, ls = self.index.search(s, q, cfg.k, allow)
+        index_ms = (time.perf_counter() - t0) * 1e3
+        items = np.concatenate([si, li])
+        if items.size == 0:
+            return [], index_ms
+        sims = np.concatenate([ss, ls]).astype(np.float64)
+        tier = np.concatenate([np.full(si.size, STC, np.int8), np.full(li.size, LTS, np.int8)])
+        keep = sims >= cfg.min_similarity
+        items, sims, tier = items[keep], sims[keep], tier[keep]
+        age = np.maximum(0.0, now - self.item_t[items])
+        score = (cfg.w_similarity * sims + cfg.w_value * self.values[items]
+                 + cfg.w_freshness * np.exp2(-age / cfg.freshness_half_life_s))  # fmt: skip
+        order = np.lexsort((items, -score))
+        chosen = []
+        used = 0
+        strategy, stored = self.comp.strategy, self.comp.stored_tokens
+        for n in order.tolist():
+            i = int(items[n])
+            if tier[n] == STC:
+                form, cost = NONE, int(self.tokens[i])
+            else:
+                form, cost = int(strategy[i]), int(stored[i])
+            if used + cost <= cfg.budget:
+                used += cost
+                chosen.append((i, form, int(tier[n]), cost))
+        if cfg.short_term_policy == "lru":
+            for i, _, t, _ in chosen:
+                if t == STC:
+                    self.state.touch(i, e)
+        return chosen, index_ms
+
+    def serve(self, r: int, e: int) -> list[int]:
+        """Assemble request ``r``'s context (tier state must be current); returns promotions."""
+        cfg = self.cfg
+        s = self.req_stream[r]
+        self.state.tick(e, s)
+        t0 = time.perf_counter()
+        fresh, index_ms = self.assemble(r, s, e)
+        if cfg.prefetch:
+            got = self._pending.get(s, [])
+            self._pending[s] = fresh
+            hidden = True
+        else:
+            got, hidden = fresh, False
+        self.measured_ms[r] = (time.perf_counter() - t0) * 1e3
+        self.index_ms[r] = index_ms
+        where = self.state.where
+        got = [g for g in got if where[g[0]] != WM]  # a prefetched item may be resident by now
+        if not hidden:
+            lat = cfg.short_term_latency_ms
+            if self.index.live[s] > 0:
+                lat += cfg.long_term_latency_ms
+            if any(g[1] == POINTER for g in got):
+                lat += cfg.long_term_latency_ms  # the full content behind the pointer
+            self.modeled_ms[r] = lat
+        self._record(r, got)
+        if cfg.promote:
+            promote = [g[0] for g in got if g[1] not in LOSSY]
+            self.promoted += len(promote)
+            return promote
+        return []
+
+    def _record(self, r: int, got: list[tuple[int, int, int, int]]) -> None:
+        trace = self.trace
+        lo, hi = int(trace.needs_ptr[r]), int(trace.needs_ptr[r + 1])
+        needs = trace.needs[lo:hi].tolist()
+        need_set = set(needs)
+        form_of = {g[0]: g[1] for g in got}
+        where = self.state.where
+        missing = covered = 0
+        for j, i in zip(range(lo, hi), needs):
+            if where[i] == WM:
+                self.need_ctx[j] = 1
+                continue
+            missing += 1
+            f = form_of.get(i)
+            if f is None:
+                continue
+            if self.comp.serves(f, j):
+                self.need_ctx[j] = 1
+                covered += 1
+            else:
+                self.need_lost[j] = 1
+        if self.cfg.prefetch and missing:
+            self.prefetch_served[r] = 1 if covered == missing else 0
+        for i, f, t, c in got:
+            self._items.append(i)
+            self._forms.append(f)
+            self._tiers.append(t)
+            self._toks.append(c)
+            self._needed.append(i in need_set)
+        self.retrieved_tokens[r] = sum(g[3] for g in got)
+        self._rows[r] = (len(self._items) - len(got), len(self._items))
+
+    # ----------------------------------------------------------------- result
+    def record(self) -> RetrievalRecord:
+        n_req = self.trace.n_requests
+        counts = np.zeros(n_req, dtype=np.int64)
+        starts = np.zeros(n_req, dtype=np.int64)
+        for r, (a, b) in self._rows.items():
+            counts[r], starts[r] = b - a, a
+        # requests were served stream by stream (live driver): lay entries out by request
+        take = np.concatenate([np.arange(a, a + c) for a, c in zip(starts.tolist(), counts.tolist())]
+                              ) if n_req else np.empty(0, dtype=np.int64)  # fmt: skip
+        take = take.astype(np.int64)
+        ptr = np.zeros(n_req + 1, dtype=np.int64)
+        np.cumsum(counts, out=ptr[1:])
+        log = self.state.log()
+        order = np.argsort(log.event, kind="stable")
+        log = TierLog(log.event[order], log.item[order], log.src[order], log.dst[order],
+                      log.final_tier)  # fmt: skip
+        in_lts = log.final_tier == LTS
+        saved = self.tokens[in_lts] - self.comp.stored_tokens[in_lts]
+        return RetrievalRecord(
+            ret_ptr=ptr,
+            ret_item=np.asarray(self._items, dtype=np.int32)[take],
+            ret_form=np.asarray(self._forms, dtype=np.int8)[take],
+            ret_tier=np.asarray(self._tiers, dtype=np.int8)[take],
+            ret_tokens=np.asarray(self._toks, dtype=np.int64)[take],
+            ret_needed=np.asarray(self._needed, dtype=bool)[take],
+            need_ctx=self.need_ctx,
+            need_lost=self.need_lost,
+            retrieved_tokens=self.retrieved_tokens,
+            modeled_ms=self.modeled_ms,
+            measured_ms=self.measured_ms,
+            index_ms=self.index_ms,
+            prefetch_served=self.prefetch_served,
+            promoted=self.promoted,
+            stored_tokens_saved=int(saved.sum()),
+            lossy_items_at_end=int(np.isin(self.comp.strategy[in_lts], LOSSY).sum()),
+            build_s=self.index.build_s,
+            index_queries=self.index.index_queries,
+            exact_queries=self.index.exact_queries,
+            tiers=log,
+            config=self.cfg,
+        )
+
+
+class LiveRetrieval:
+    """The simulator's request hook: keeps tier state current from the growing move log."""
+
+    def __init__(self, retriever: Retriever):
+        self.retriever = retriever
+        self.promote = retriever.cfg.promote
+        self._pos = 0
+
+    def _sync(self, mv_event: list, mv_item: list, mv_kind: list) -> None:
+        apply = self.retriever.state.apply
+        for n in range(self._pos, len(mv_event)):
+            apply(mv_event[n], mv_item[n], mv_kind[n])
+        self._pos = len(mv_event)
+
+    def request(self, r: int, e: int, mv_event: list, mv_item: list, mv_kind: list) -> list[int]:
+        self._sync(mv_event, mv_item, mv_kind)
+        return self.retriever.serve(r, e)
+
+    def finish(self, mv_event: list, mv_item: list, mv_kind: list) -> None:
+        self._sync(mv_event, mv_item, mv_kind)
+
+
+def retrieve_post_hoc(trace: Trace, result: SimResult, retriever: Retriever) -> RetrievalRecord:
+    """Run retrieval over a finished replay (no promotion: working memory is already decided)."""
+    if retriever.cfg.promote:
+        raise ValueError("retrieval.promote needs the live driver (reference engine)")
+    state, serve = retriever.state, retriever.serve
+    for e, i, k in merged_schedule(trace, result, ticks=True):
+        if i < 0:
+            serve(k, e)
+        else:
+            state.apply(e, i, k)
+    return retriever.record()

@@ -1,0 +1,130 @@
+"""The installed ``memlens`` command, run as a user would: from a temporary directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from memlens.metrics import DETERMINISTIC_KEYS
+
+MEMLENS = shutil.which("memlens") or str(Path(sys.executable).parent / "memlens")
+
+
+def memlens(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run([MEMLENS, *args], cwd=cwd, capture_output=True, text=True, env=env)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"memlens {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def small_trace(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("trace")
+    memlens("data", "generate", "archetype=simple", "seed=3", "streams=2",
+            "events_per_stream=300", f"out={d / 't.jsonl.gz'}", cwd=d)
+    return d / "t.jsonl.gz"
+
+
+def test_help_and_module_entry_point(tmp_path):
+    out = memlens("--help", cwd=tmp_path).stdout
+    assert "simulate" in out and "compare" in out
+    proc = subprocess.run([sys.executable, "-m", "memlens", "--help"], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and "simulate" in proc.stdout
+    assert memlens("frobnicate", cwd=tmp_path, check=False).returncode == 2
+
+
+def test_simulate_writes_records_into_the_run_dir(tmp_path, small_trace):
+    run_dir = tmp_path / "run"
+    proc = memlens("simulate", f"trace={small_trace}", "policy=lru", "budget=512",
+                   "mlflow.enabled=false", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert "hit_rate" in proc.stdout and "events/s" in proc.stdout
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["policy"] == "lru" and metrics["budget"] == 512
+    assert 0.0 <= metrics["overall"]["hit_rate"] <= 1.0
+    table = pq.read_table(run_dir / "per_request.parquet")
+    assert table.num_rows == metrics["overall"]["requests"]
+    assert sum(table.column("hits").to_pylist()) == metrics["overall"]["hits"]
+    resolved = (run_dir / "resolved_config.yaml").read_text()
+    assert "budget: 512" in resolved and str(small_trace) in resolved
+    moves = pq.read_table(run_dir / "moves.parquet").to_pydict()
+    assert moves["to"].count("stc") >= metrics["overall"]["evictions"]
+    assert not (tmp_path / "mlflow.db").exists()  # recording was switched off
+
+
+def test_same_config_and_seed_give_identical_metrics(tmp_path, small_trace):
+    results = []
+    for k in range(2):
+        d = tmp_path / f"r{k}"
+        memlens("simulate", f"trace={small_trace}", "policy=window", "budget=700", "seed=5",
+                "engine=reference", "mlflow.enabled=false", f"hydra.run.dir={d}", cwd=tmp_path)
+        results.append(json.loads((d / "metrics.json").read_text()))
+        results[-1].pop("timing")
+    assert results[0] == results[1]
+    assert set(DETERMINISTIC_KEYS) <= set(results[0]["overall"])
+
+
+def test_bad_trace_exits_2_naming_file_line_and_field_and_writes_no_results(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(
+        '{"event": "write", "id": "m1", "tokens": 3, "type": "user_input", "stream": "s1"}\n'
+        '{"event": "request", "id": "q", "needs": ["m7"], "stream": "s1"}\n'
+    )
+    run_dir = tmp_path / "run"
+    proc = memlens("simulate", f"trace={bad}", "mlflow.enabled=false",
+                   f"hydra.run.dir={run_dir}", cwd=tmp_path, check=False)
+    assert proc.returncode == 2
+    assert f'{bad}:2: request needs "m7", which no earlier write in stream "s1" defines' in (
+        proc.stderr
+    )
+    assert not (run_dir / "metrics.json").exists()
+    assert not (run_dir / "per_request.parquet").exists()
+
+
+def test_multirun_sweep(tmp_path, small_trace):
+    sweep = tmp_path / "sweep"
+    memlens("simulate", "-m", f"trace={small_trace}", "policy=window,lru", "budget=256,1024",
+            "mlflow.enabled=false", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    found = sorted(sweep.glob("*/metrics.json"))
+    assert len(found) == 4
+    combos = {(json.loads(p.read_text())["policy"], json.loads(p.read_text())["budget"])
+              for p in found}
+    assert combos == {("window", 256), ("window", 1024), ("lru", 256), ("lru", 1024)}
+
+
+def test_compare_table_and_csv(tmp_path, small_trace):
+    run_dir = tmp_path / "cmp"
+    proc = memlens("compare", f"trace={small_trace}", "policies=[window,lru]",
+                   "budgets=[128,4096]", "mlflow.enabled=false", f"hydra.run.dir={run_dir}",
+                   cwd=tmp_path)
+    lines = (run_dir / "compare.csv").read_text().splitlines()
+    assert lines[0].startswith("trace,policy,budget,hit_rate")
+    assert len(lines) == 1 + 4
+    rows = json.loads((run_dir / "compare.json").read_text())
+    by = {(r["policy"], r["budget"]): r["hit_rate"] for r in rows}
+    assert by[("lru", 4096)] >= by[("lru", 128)]  # more budget never hurts LRU here
+    assert "window" in proc.stdout and "4096" in proc.stdout
+
+
+def test_compare_default_runs_with_nothing_but_the_install(tmp_path):
+    proc = memlens("compare", "policies=[lru]", "budgets=[1024]", "mlflow.enabled=false",
+                   f"hydra.run.dir={tmp_path / 'c'}", cwd=tmp_path)
+    assert "agent-small.jsonl.gz" in proc.stdout
+
+
+def test_data_generate_is_deterministic_and_validates(tmp_path):
+    for name in ("a", "b"):
+        memlens("data", "generate", "archetype=simple", "seed=11", "streams=2",
+                "events_per_stream=50", f"out={tmp_path / name}.jsonl.gz", cwd=tmp_path)
+    assert (tmp_path / "a.jsonl.gz").read_bytes() == (tmp_path / "b.jsonl.gz").read_bytes()
+    bad = memlens("data", "generate", "archetype=nope", f"out={tmp_path / 'c.jsonl'}",
+                  cwd=tmp_path, check=False)
+    assert bad.returncode == 2 and "unknown archetype" in bad.stderr

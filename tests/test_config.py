@@ -1,0 +1,48 @@
+"""Config tests with Hydra's compose API (as in lightning-hydra-template)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from memlens.config import CONF_DIR, make_policy, registered_policies
+from memlens.policy import Policy
+
+
+def composed(name: str, overrides: list[str] | None = None):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name=name, overrides=overrides or [], return_hydra_config=False)
+
+
+@pytest.mark.parametrize("name", ["simulate", "compare"])
+def test_primary_configs_compose_and_resolve(name):
+    cfg = composed(name)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    assert Path(resolved["trace"]).exists(), "the bundled default trace must ship"
+    assert resolved["mlflow"]["tracking_uri"].startswith("sqlite:///")
+    assert resolved["demand_fetch"] is False
+
+
+@pytest.mark.parametrize("policy", registered_policies())
+def test_every_policy_composes_and_instantiates(policy):
+    cfg = composed("simulate", [f"policy={policy}", "budget=777"])
+    assert cfg.budget == 777
+    obj = make_policy(cfg.policy)
+    assert isinstance(obj, Policy)
+
+
+def test_experiment_files_are_global_packages():
+    for path in (CONF_DIR / "experiment").glob("*.yaml"):
+        assert path.read_text().startswith("# @package _global_"), path
+        cfg = composed("simulate", [f"experiment={path.stem}"])
+        assert cfg.trace
+
+
+def test_unknown_override_is_an_error():
+    from hydra.errors import ConfigCompositionException
+
+    with pytest.raises(ConfigCompositionException):
+        composed("simulate", ["policy=does_not_exist"])
