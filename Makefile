@@ -16,8 +16,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 run: setup
-	mkdir -p outputs
-	cd outputs && ../$(VENV)/bin/memlens compare
+	$(VENV)/bin/memlens compare
 
 test: setup
 	$(VENV)/bin/ruff check .

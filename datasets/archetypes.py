@@ -132,7 +132,9 @@ class Episode:
 
     def release(self) -> list[dict]:
         """Unpin everything still pinned (the episode is over)."""
-        out = [{"event": "unpin", "target": i, "stream": self.stream, "t": self.t} for i in self.pinned]
+        out = [
+            {"event": "unpin", "target": i, "stream": self.stream, "t": self.t} for i in self.pinned
+        ]
         self.pinned = []
         return out
 
@@ -257,7 +259,9 @@ class AnalysisEpisode(Episode):
                                            role="question")  # fmt: skip
             return [ev, *self.maybe_pin(self.question)]
         reporting = self.k >= self.report_from
-        if self.last_output is not None and d.u() < p["request_share"] * (2.0 if reporting else 1.0):
+        if self.last_output is not None and d.u() < p["request_share"] * (
+            2.0 if reporting else 1.0
+        ):
             needs = []
             if reporting and self.keys:
                 # the report needs key numbers from long ago, skewed to the most important

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from memlens.tokenizer import get_tokenizer
@@ -70,9 +70,11 @@ def parse_session_time(path, value, field: str) -> float:
         dt = datetime.strptime(value.strip(), _DATE_FORMAT)
     except ValueError:
         raise SourceError(
-            path, field, f"cannot parse date-time {value!r} (expected e.g. '1:56 pm on 8 May, 2023')"
+            path,
+            field,
+            f"cannot parse date-time {value!r} (expected e.g. '1:56 pm on 8 May, 2023')",
         ) from None
-    return dt.replace(tzinfo=timezone.utc).timestamp()
+    return dt.replace(tzinfo=UTC).timestamp()
 
 
 def _sessions(path, conv: dict, where: str) -> list[tuple[int, list, float]]:
@@ -83,7 +85,9 @@ def _sessions(path, conv: dict, where: str) -> list[tuple[int, list, float]]:
         if m is None:
             continue
         if not isinstance(turns, list):
-            raise SourceError(path, f"{where}.{key}", f"expected a list of turns, got {type(turns).__name__}")
+            raise SourceError(
+                path, f"{where}.{key}", f"expected a list of turns, got {type(turns).__name__}"
+            )
         n = int(m.group(1))
         dt_key = f"session_{n}_date_time"
         start = parse_session_time(path, need(path, conv, dt_key, where), f"{where}.{dt_key}")
@@ -115,7 +119,9 @@ def convert_locomo(
     src = Path(src)
     data = load_json(src)
     if not isinstance(data, list):
-        raise SourceError(src, "<root>", f"expected a list of conversations, got {type(data).__name__}")
+        raise SourceError(
+            src, "<root>", f"expected a list of conversations, got {type(data).__name__}"
+        )
     report: Counter = Counter()
     dropped: list[dict] = []
     events: list[dict] = []
@@ -146,7 +152,9 @@ def convert_locomo(
                 speaker = need(src, turn, "speaker", tw, str)
                 if speaker not in roles:
                     raise SourceError(
-                        src, f"{tw}.speaker", f"speaker {speaker!r} is neither speaker_a nor speaker_b"
+                        src,
+                        f"{tw}.speaker",
+                        f"speaker {speaker!r} is neither speaker_a nor speaker_b",
                     )
                 text = need(src, turn, "text", tw, str)
                 caption = turn.get("blip_caption") if captions else None
@@ -174,7 +182,9 @@ def convert_locomo(
             drops: list[str] = []
             for ei, raw in enumerate(evidence):
                 if not isinstance(raw, str):
-                    raise SourceError(src, f"{qw}.evidence[{ei}]", f"expected a string, got {raw!r}")
+                    raise SourceError(
+                        src, f"{qw}.evidence[{ei}]", f"expected a string, got {raw!r}"
+                    )
                 report["evidence_strings"] += 1
                 ids, repairs, bad = normalise_evidence(raw)
                 report.update({f"repaired_{k}": v for k, v in repairs.items()})
@@ -192,7 +202,11 @@ def convert_locomo(
             if drops:
                 dropped.append({"sample_id": sid, "qa": qi, "evidence": evidence, "dropped": drops})
             if not needs:
-                key = "questions_without_evidence" if not evidence else "questions_all_evidence_dropped"
+                key = (
+                    "questions_without_evidence"
+                    if not evidence
+                    else "questions_all_evidence_dropped"
+                )
                 report[key] += 1
                 continue
             report["questions_kept"] += 1
@@ -230,8 +244,10 @@ def convert_locomo(
         "placement": placement,
         **tok.describe(),
         "options": {
-            "speaker_a_type": speaker_a_type, "speaker_b_type": speaker_b_type,
-            "turn_seconds": turn_seconds, "captions": captions,
+            "speaker_a_type": speaker_a_type,
+            "speaker_b_type": speaker_b_type,
+            "turn_seconds": turn_seconds,
+            "captions": captions,
         },  # fmt: skip
         "report": dict(sorted(report.items())),
         "dropped_evidence": dropped,

@@ -87,7 +87,9 @@ def convert_taubench(
     src = Path(src)
     data = load_json(src)
     if not isinstance(data, list):
-        raise SourceError(src, "<root>", f"expected a list of trajectories, got {type(data).__name__}")
+        raise SourceError(
+            src, "<root>", f"expected a list of trajectories, got {type(data).__name__}"
+        )
     report: Counter = Counter()
     unmatched_by_arg: Counter = Counter()
     events: list[dict] = []
@@ -104,10 +106,10 @@ def convert_taubench(
         system_ids: list[tuple[str, str]] = []
         report["trajectories"] += 1
 
-        def write(ident, ty, text, t, meta, _stream=stream, _history=history):
+        def write(ident, ty, text, t, meta, _stream=stream, _history=history, _task=task_id):
             events.append({
                 "event": "write", "id": ident, "stream": _stream, "t": t, "type": ty,
-                "tokens": max(1, tok.count(text)), "task": f"task{task_id}", "text": text,
+                "tokens": max(1, tok.count(text)), "task": f"task{_task}", "text": text,
                 "meta": meta,
             })  # fmt: skip
             _history.append((ident, text.lower()))
@@ -118,7 +120,9 @@ def convert_taubench(
             role = need(src, msg, "role", mw, str)
             content = msg.get("content")
             if content is not None and not isinstance(content, str):
-                raise SourceError(src, f"{mw}.content", f"expected a string or null, got {type(content).__name__}")
+                raise SourceError(
+                    src, f"{mw}.content", f"expected a string or null, got {type(content).__name__}"
+                )
             t = float(k)
             ident = f"{stream}/m{k}"
             if role == "system":
@@ -134,7 +138,11 @@ def convert_taubench(
                 report["pins"] += 1
                 continue
             if role not in _ROLE_TYPE:
-                raise SourceError(src, f"{mw}.role", f"unknown role {role!r} (expected system, user, assistant or tool)")
+                raise SourceError(
+                    src,
+                    f"{mw}.role",
+                    f"unknown role {role!r} (expected system, user, assistant or tool)",
+                )
             if content:
                 meta = {"role": role}
                 if role == "tool":
@@ -152,7 +160,9 @@ def convert_taubench(
                     try:
                         args = orjson.loads(raw_args) if raw_args.strip() else {}
                     except orjson.JSONDecodeError as exc:
-                        raise SourceError(src, f"{cw}.function.arguments", f"malformed JSON: {exc}") from None
+                        raise SourceError(
+                            src, f"{cw}.function.arguments", f"malformed JSON: {exc}"
+                        ) from None
                 else:
                     args = raw_args
                 report["tool_calls"] += 1
@@ -185,17 +195,37 @@ def convert_taubench(
                     report["requests"] += 1
                     report["request_needs"] += len(needs)
                     report["requests_fully_covered"] += int(missing == 0)
-                    meta = {"evidence": "derived", "tool": name, "arguments": args,
-                            "values": found + from_system + missing, "values_matched": found + from_system}
+                    meta = {
+                        "evidence": "derived",
+                        "tool": name,
+                        "arguments": args,
+                        "values": found + from_system + missing,
+                        "values_matched": found + from_system,
+                    }
                     if unmatched:
                         meta["unmatched"] = unmatched
-                    events.append({"event": "request", "id": f"{stream}/c{k}.{j}", "stream": stream,
-                                   "t": t, "needs": needs, "text": call_text, "meta": meta})
+                    events.append(
+                        {
+                            "event": "request",
+                            "id": f"{stream}/c{k}.{j}",
+                            "stream": stream,
+                            "t": t,
+                            "needs": needs,
+                            "text": call_text,
+                            "meta": meta,
+                        }
+                    )
                 elif found + from_system + missing == 0:
                     report["requests_dropped_no_arguments"] += 1
                 else:
                     report["requests_dropped_no_source"] += 1
-                write(f"{stream}/m{k}.{j}", "llm_thought", call_text, t, {"role": "assistant", "tool_call": name})
+                write(
+                    f"{stream}/m{k}.{j}",
+                    "llm_thought",
+                    call_text,
+                    t,
+                    {"role": "assistant", "tool_call": name},
+                )
     header = {
         "converter": "taubench",
         "source": src.name,

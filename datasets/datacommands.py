@@ -30,11 +30,17 @@ def _convert_parser() -> argparse.ArgumentParser:
     lo.add_argument("src")
     lo.add_argument("out")
     lo.add_argument("--placement", choices=("end", "after_evidence"), default="end")
-    lo.add_argument("--tokenizer", default=None, help="approx (default), tiktoken:NAME, bpe_openai:NAME, hf:PATH")
+    lo.add_argument(
+        "--tokenizer",
+        default=None,
+        help="approx (default), tiktoken:NAME, bpe_openai:NAME, hf:PATH",
+    )
     lo.add_argument("--speaker-a-type", choices=ITEM_TYPES, default="user_input")
     lo.add_argument("--speaker-b-type", choices=ITEM_TYPES, default="llm_thought")
     lo.add_argument("--turn-seconds", type=float, default=30.0)
-    lo.add_argument("--no-captions", action="store_true", help="leave image captions out of the text")
+    lo.add_argument(
+        "--no-captions", action="store_true", help="leave image captions out of the text"
+    )
     tb = sub.add_parser("taubench", help="tau-bench trajectories (e.g. gpt-4o-airline.json)")
     tb.add_argument("src")
     tb.add_argument("out")
@@ -57,7 +63,9 @@ def convert_events(args: argparse.Namespace) -> tuple[list[dict], dict]:
         )  # fmt: skip
     from .convert_taubench import convert_taubench
 
-    return convert_taubench(args.src, tokenizer=args.tokenizer, source=args.source, keep_empty=args.keep_empty)
+    return convert_taubench(
+        args.src, tokenizer=args.tokenizer, source=args.source, keep_empty=args.keep_empty
+    )
 
 
 def convert(argv: list[str]) -> int:

@@ -42,12 +42,20 @@ def trace_stats(trace: Trace) -> dict:
     tokens = {}
     for k, name in enumerate(ITEM_TYPES):
         n = int(counts[k])
-        tokens[name] = {"items": n, "tokens": int(sums[k]), "mean": round(float(sums[k]) / n, 1) if n else 0.0}
+        tokens[name] = {
+            "items": n,
+            "tokens": int(sums[k]),
+            "mean": round(float(sums[k]) / n, 1) if n else 0.0,
+        }
     age = evidence_age_tokens(trace)
     needs_count = trace.req_needs_count
     out = {
         "source": trace.source,
-        "header": {k: v for k, v in trace.header.items() if k in ("converter", "generator", "tokenizer", "placement", "evidence")},
+        "header": {
+            k: v
+            for k, v in trace.header.items()
+            if k in ("converter", "generator", "tokenizer", "placement", "evidence")
+        },
         "events": trace.n_events,
         "streams": trace.n_streams,
         "writes": int(kinds[WRITE]),
@@ -100,7 +108,9 @@ def format_stats(s: dict) -> str:
     for name, v in s["tokens_by_type"].items():
         lines.append(f"  {name:<12} {v['items']:>10,} {v['tokens']:>13,} {v['mean']:>9,.1f}")
     age = s["evidence_age_tokens"]
-    lines.append("evidence age in tokens (tokens written in the stream between a needed write and its request)")
+    lines.append(
+        "evidence age in tokens (tokens written in the stream between a needed write and its request)"
+    )
     if age["n"]:
         keys = ["min", *(f"p{p}" for p in PERCENTILES), "max", "mean"]
         lines.append("  " + "  ".join(f"{k}={age[k]:,.0f}" for k in keys))

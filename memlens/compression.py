@@ -85,8 +85,10 @@ class CompressionConfig:
         return out
 
     def check(self) -> None:
-        named = {"compression.default": self.default,
-                 "compression.low_value_strategy": self.low_value_strategy}
+        named = {
+            "compression.default": self.default,
+            "compression.low_value_strategy": self.low_value_strategy,
+        }
         for t, v in (self.by_type or {}).items():
             if t not in ITEM_TYPES:
                 raise CompressionError(
@@ -109,7 +111,9 @@ class Compressor:
         for t, v in (cfg.by_type or {}).items():
             codes[trace.item_type == ITEM_TYPES.index(t)] = STRATEGIES.index(v)
         if cfg.low_value_threshold is not None:
-            codes[values < float(cfg.low_value_threshold)] = STRATEGIES.index(cfg.low_value_strategy)
+            codes[values < float(cfg.low_value_threshold)] = STRATEGIES.index(
+                cfg.low_value_strategy
+            )
         self.strategy = codes
         full = trace.item_tokens
         stored = full.copy()

@@ -44,16 +44,21 @@ def generate(argv: list[str]) -> int:
     out = opts.pop("out", None)
     known = archetypes()
     if name not in known:
-        print(f"memlens data generate: unknown archetype {name!r} ({', '.join(known)})",
-              file=sys.stderr)
+        print(
+            f"memlens data generate: unknown archetype {name!r} ({', '.join(known)})",
+            file=sys.stderr,
+        )
         return 2
     if not out:
         print("memlens data generate: out=PATH is required", file=sys.stderr)
         return 2
     try:
         events = known[name](**opts)
-        header = {"generator": name, "tokenizer": "none (synthetic token sizes)",
-                  "params": {"archetype": name, **opts}}
+        header = {
+            "generator": name,
+            "tokenizer": "none (synthetic token sizes)",
+            "params": {"archetype": name, **opts},
+        }
         n = write_trace(out, events, header=header)
     except (TypeError, ValueError) as exc:
         print(f"memlens data generate: {exc}", file=sys.stderr)

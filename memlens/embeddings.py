@@ -73,7 +73,9 @@ def _settings(cfg) -> dict:
         "cache_dir": get("cache_dir"),
     }
     if out["kind"] not in KINDS:
-        raise EmbeddingError(f"embeddings.kind must be one of {', '.join(KINDS)}, got {out['kind']!r}")
+        raise EmbeddingError(
+            f"embeddings.kind must be one of {', '.join(KINDS)}, got {out['kind']!r}"
+        )
     if out["dim"] <= 0:
         raise EmbeddingError(f"embeddings.dim must be positive, got {out['dim']}")
     return out
@@ -90,7 +92,9 @@ def _cache_key(trace: Trace, s: dict) -> str:
 
 
 def default_cache_dir() -> Path:
-    base = os.environ.get("MEMLENS_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "memlens")
+    base = os.environ.get("MEMLENS_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "memlens"
+    )
     return Path(base) / "embeddings"
 
 
@@ -99,13 +103,17 @@ def embed_trace(trace: Trace, cfg=None) -> Embeddings:
     s = _settings(cfg or {})
     path = None
     if s["cache"]:
-        cache_dir = Path(os.path.expanduser(str(s["cache_dir"]))) if s["cache_dir"] else default_cache_dir()
+        cache_dir = (
+            Path(os.path.expanduser(str(s["cache_dir"]))) if s["cache_dir"] else default_cache_dir()
+        )
         path = cache_dir / f"{_cache_key(trace, s)}.npz"
         if path.exists():
             with np.load(path) as z:
                 return Embeddings(z["items"], z["requests"], s["kind"], str(path))
     items, requests = _compute(trace, s)
-    emb = Embeddings(_normalise(items), _normalise(requests), s["kind"], str(path) if path else None)
+    emb = Embeddings(
+        _normalise(items), _normalise(requests), s["kind"], str(path) if path else None
+    )
     if path is not None:
         with atomic_path(path) as tmp:
             with open(tmp, "wb") as fh:
@@ -138,8 +146,9 @@ def _sklearn_vectors(texts: list[str], s: dict) -> np.ndarray:
         fit_docs = Path(s["corpus"]).read_text(encoding="utf-8").splitlines()
     if s["kind"] == "hashing":
         sparse = make_pipeline(
-            HashingVectorizer(n_features=2**18, alternate_sign=False, token_pattern=pattern,
-                              norm=None),
+            HashingVectorizer(
+                n_features=2**18, alternate_sign=False, token_pattern=pattern, norm=None
+            ),
             TfidfTransformer(sublinear_tf=True),
         )
     else:
@@ -165,7 +174,7 @@ def _vector_of(trace: Trace, meta: dict, line: int, what: str, dim: int | None) 
     v = meta.get("embedding")
     if v is None:
         raise EmbeddingError(
-            f"{trace.source}:{line}: field \"meta.embedding\" missing on {what} "
+            f'{trace.source}:{line}: field "meta.embedding" missing on {what} '
             "(embeddings.kind=trace needs a vector on every write and request)"
         )
     try:
@@ -174,12 +183,12 @@ def _vector_of(trace: Trace, meta: dict, line: int, what: str, dim: int | None) 
         arr = None
     if arr is None or arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)):
         raise EmbeddingError(
-            f"{trace.source}:{line}: field \"meta.embedding\" of {what} must be a non-empty list "
+            f'{trace.source}:{line}: field "meta.embedding" of {what} must be a non-empty list '
             "of finite numbers"
         )
     if dim is not None and arr.size != dim:
         raise EmbeddingError(
-            f"{trace.source}:{line}: field \"meta.embedding\" of {what} has {arr.size} numbers, "
+            f'{trace.source}:{line}: field "meta.embedding" of {what} has {arr.size} numbers, '
             f"expected {dim} like the first vector"
         )
     return arr

@@ -13,8 +13,25 @@ Definitions (the README repeats them; tests check each on hand-computed traces):
 ``cost_usd``             sum over requests of context tokens x ``price_per_mtok`` / 1e6.
 ``events``               events replayed; ``events_per_s`` = events / replay wall time.
 
-Timing figures (``events_per_s``, ``wall_s``) are the only ones that may differ between two
-runs of the same config and seed; they are kept apart in ``timing``.
+Request-time retrieval (``memlens.retrieval``; with it off, the first three equal ``hit_rate``
+and the WM context figures):
+
+``context_recall``            needed references present, in a usable form, in the assembled
+                              context (WM plus retrieved items) / all needed references.
+``retrieval_precision``       retrieved items the request needed / all retrieved items.
+``mean_context_tokens_total`` mean over requests of WM tokens plus retrieved tokens (``p95_``
+                              likewise); ``cost_usd_total`` prices them.
+``retrieved_tokens_mean``     mean retrieved tokens per request.
+``needs_lost_to_compression`` references retrieved only in a lossy form that does not serve them.
+``compression_context_tokens_saved``  full minus stored tokens over retrieved compressed items.
+``compression_stored_tokens_saved``   full minus stored tokens over the LTS at the end.
+``prefetch_served_share``     with prefetch: share of requests needing something beyond WM whose
+                              every such need the prefetched set served.
+``retrieval_latency_modeled_ms_p50/p95``  configured tier latencies on the critical path.
+
+Timing figures (``events_per_s``, ``wall_s``, measured retrieval and index latencies) are the only
+ones that may differ between two runs of the same config and seed; they are kept apart in
+``timing``.
 """
 
 from __future__ import annotations
@@ -86,8 +103,57 @@ def _summary(
     }
 
 
-def compute_metrics(trace: Trace, result: SimResult, price_per_mtok: float = 3.0) -> dict:
-    """Overall metrics, per-stream metrics and timing for one replay."""
+def _pct(x: np.ndarray, q: float) -> float | None:
+    return float(np.percentile(x, q)) if x.size else None
+
+
+def _retrieval_summary(trace: Trace, result: SimResult, rec, req_mask: np.ndarray,
+                       price_per_mtok: float) -> dict:  # fmt: skip
+    """Retrieval metrics over the requests in ``req_mask`` (``rec`` None: retrieval off)."""
+    ref_mask = req_mask[trace.need_request]
+    ctx = result.context_tokens[req_mask]
+    if rec is None:
+        n_refs = int(ref_mask.sum())
+        return {
+            "context_recall": _ratio(int(result.need_hit[ref_mask].sum()), n_refs),
+            "mean_context_tokens_total": float(ctx.mean()) if ctx.size else None,
+            "p95_context_tokens_total": _pct(ctx, 95),
+            "cost_usd_total": float(ctx.sum()) * float(price_per_mtok) / 1e6,
+        }
+    total = ctx + rec.retrieved_tokens[req_mask]
+    counts = np.diff(rec.ret_ptr)
+    ent_mask = np.repeat(req_mask, counts)
+    needed = rec.ret_needed[ent_mask]
+    lossy = np.isin(rec.ret_form[ent_mask], (1, 2))  # summary, entities
+    full = trace.item_tokens[rec.ret_item[ent_mask].astype(np.int64)]
+    served = rec.prefetch_served[req_mask]
+    served = served[served >= 0]
+    modeled = rec.modeled_ms[req_mask]
+    return {
+        "context_recall": _ratio(int(rec.need_ctx[ref_mask].sum()), int(ref_mask.sum())),
+        "retrieval_precision": _ratio(int(needed.sum()), int(needed.size)),
+        "mean_context_tokens_total": float(total.mean()) if total.size else None,
+        "p95_context_tokens_total": _pct(total, 95),
+        "cost_usd_total": float(total.sum()) * float(price_per_mtok) / 1e6,
+        "retrieved_items": int(needed.size),
+        "retrieved_tokens_mean": float(rec.retrieved_tokens[req_mask].mean()) if ctx.size else None,
+        "needs_lost_to_compression": int(rec.need_lost[ref_mask].sum()),
+        "compression_context_tokens_saved": int(
+            (full[lossy] - rec.ret_tokens[ent_mask][lossy]).sum()
+        ),
+        "prefetch_served_share": _ratio(int((served == 1).sum()), int(served.size)),
+        "retrieval_latency_modeled_ms_p50": _pct(modeled, 50),
+        "retrieval_latency_modeled_ms_p95": _pct(modeled, 95),
+    }
+
+
+def compute_metrics(
+    trace: Trace, result: SimResult, price_per_mtok: float = 3.0, retrieval=None
+) -> dict:
+    """Overall metrics, per-stream metrics and timing for one replay.
+
+    ``retrieval``: a ``memlens.retrieval.RetrievalRecord`` when request-time retrieval ran.
+    """
     needs_count = trace.req_needs_count
     hits = request_hits(trace, result)
     ctx = result.context_tokens
@@ -105,19 +171,45 @@ def compute_metrics(trace: Trace, result: SimResult, price_per_mtok: float = 3.0
             result.pinned_tokens[mask], int(result.evictions[s]),
             int(result.false_evictions[s]), result.budget, price_per_mtok,
         )  # fmt: skip
+    everything = np.ones(trace.n_requests, dtype=bool)
+    overall.update(_retrieval_summary(trace, result, retrieval, everything, price_per_mtok))
+    for s, name in enumerate(trace.stream_names):
+        mask = trace.req_stream == s
+        streams[name].update(_retrieval_summary(trace, result, retrieval, mask, price_per_mtok))
     wall = result.wall_s
     timing = {
         "wall_s": wall,
         "events_per_s": trace.n_events / wall if wall > 0 else math.inf,
         "engine": result.engine,
     }
+    if retrieval is not None:
+        overall["compression_stored_tokens_saved"] = retrieval.stored_tokens_saved
+        overall["promoted"] = retrieval.promoted
+        timing.update({
+            "retrieval_latency_ms_p50": _pct(retrieval.measured_ms, 50),
+            "retrieval_latency_ms_p95": _pct(retrieval.measured_ms, 95),
+            "index_query_ms_p50": _pct(retrieval.index_ms[retrieval.index_ms > 0], 50),
+            "index_query_ms_p95": _pct(retrieval.index_ms[retrieval.index_ms > 0], 95),
+            "index_build_s": retrieval.build_s,
+        })  # fmt: skip
     return {"overall": overall, "streams": streams, "timing": timing}
 
 
-def per_request_table(trace: Trace, result: SimResult) -> dict[str, np.ndarray | list]:
+def per_request_table(
+    trace: Trace, result: SimResult, retrieval=None
+) -> dict[str, np.ndarray | list]:
     """Columns of the per-request record (written as Parquet by ``memlens.run``)."""
     hits = request_hits(trace, result)
     needs_count = trace.req_needs_count
+    extra = {}
+    if retrieval is not None:
+        extra = {
+            "context_hits": np.bincount(trace.need_request, weights=retrieval.need_ctx,
+                                        minlength=trace.n_requests).astype(np.int64),
+            "retrieved_items": np.diff(retrieval.ret_ptr),
+            "retrieved_tokens": retrieval.retrieved_tokens,
+            "retrieval_latency_ms": retrieval.measured_ms,
+        }  # fmt: skip
     return {
         "request_id": trace.req_id,
         "stream": [trace.stream_names[s] for s in trace.req_stream.tolist()],
@@ -128,4 +220,5 @@ def per_request_table(trace: Trace, result: SimResult) -> dict[str, np.ndarray |
         "misses": needs_count - hits,
         "context_tokens": result.context_tokens,
         "pinned_tokens": result.pinned_tokens,
+        **extra,
     }

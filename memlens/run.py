@@ -16,6 +16,13 @@ from omegaconf import DictConfig, OmegaConf
 from memlens.atomic import atomic_path, write_json, write_text
 from memlens.config import make_policy
 from memlens.metrics import compute_metrics, per_request_table
+from memlens.retrieval.assemble import RetrievalRecord, retrieve_post_hoc
+from memlens.retrieval.setup import (
+    build_retriever,
+    live_hook,
+    retrieval_section,
+    stored_tokens_saved,
+)
 from memlens.simulator import SimResult, simulate
 from memlens.tiers import TIER_NAMES, TierLog, replay_tiers
 from memlens.trace import Trace
@@ -39,6 +46,7 @@ class RunOutcome:
     tiers: TierLog
     metrics: dict
     policy_name: str
+    retrieval: RetrievalRecord | None = None
 
 
 def policy_label(policy_cfg: DictConfig) -> str:
@@ -49,6 +57,8 @@ def policy_label(policy_cfg: DictConfig) -> str:
 def replay(cfg: DictConfig, trace: Trace, policy_cfg: DictConfig, budget: int) -> RunOutcome:
     """Replay one (trace, policy, budget) and compute everything metrics.json reports."""
     policy = make_policy(policy_cfg)
+    retriever = build_retriever(cfg, trace)  # None unless retrieval.enabled
+    hook = live_hook(cfg, retriever)  # retrieval inside the replay (promotion, reference engine)
     result = simulate(
         trace,
         policy,
@@ -57,14 +67,25 @@ def replay(cfg: DictConfig, trace: Trace, policy_cfg: DictConfig, budget: int) -
         seed=int(cfg.seed),
         engine=str(cfg.engine),
         progress=cfg.get("progress"),
+        hook=hook,
     )
-    metrics = compute_metrics(trace, result, price_per_mtok=float(cfg.price_per_mtok))
-    tiers = replay_tiers(
-        trace,
-        result,
-        short_term_tokens=int(cfg.tiers.short_term_tokens),
-        ttl_s=cfg.tiers.get("ttl_s"),
+    record = None
+    if retriever is not None:
+        record = (
+            retriever.record() if hook is not None else retrieve_post_hoc(trace, result, retriever)
+        )
+    metrics = compute_metrics(
+        trace, result, price_per_mtok=float(cfg.price_per_mtok), retrieval=record
     )
+    if record is not None:
+        tiers = record.tiers
+    else:
+        tiers = replay_tiers(
+            trace,
+            result,
+            short_term_tokens=int(cfg.tiers.short_term_tokens),
+            ttl_s=cfg.tiers.get("ttl_s"),
+        )
     warnings = []
     over = metrics["overall"]["pins_over_budget_requests"]
     if over:
@@ -87,10 +108,16 @@ def replay(cfg: DictConfig, trace: Trace, policy_cfg: DictConfig, budget: int) -
         "tiers": {
             "moves": tiers.counts(),
             "items_at_end": {TIER_NAMES[k - 1]: int(finals[k]) for k in range(1, 4)},
+            "compression_stored_tokens_saved": stored_tokens_saved(cfg, trace, tiers),
         },
+        "retrieval": retrieval_section(record),
+        "outside_oracle_class": bool(
+            getattr(policy, "outside_oracle_class", False)
+            or result.extra.get("outside_oracle_class", False)
+        ),
         "warnings": warnings,
     }
-    return RunOutcome(trace, result, tiers, metrics, policy.name)
+    return RunOutcome(trace, result, tiers, metrics, policy.name, record)
 
 
 def write_parquet(path: Path, columns: dict) -> None:
@@ -107,7 +134,9 @@ def write_outputs(out_dir: Path, cfg: DictConfig, outcome: RunOutcome) -> list[P
     out_dir.mkdir(parents=True, exist_ok=True)
     trace, tiers = outcome.trace, outcome.tiers
     paths = []
-    write_parquet(out_dir / "per_request.parquet", per_request_table(trace, outcome.result))
+    write_parquet(
+        out_dir / "per_request.parquet", per_request_table(trace, outcome.result, outcome.retrieval)
+    )
     paths.append(out_dir / "per_request.parquet")
     if cfg.output.get("moves", True):
         names = np.asarray([TIER_NAMES[k] for k in (-1, 0, 1, 2)])

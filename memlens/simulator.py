@@ -14,6 +14,12 @@ Contract (other tools, the fast kernels and the oracle are checked against it):
   until unpinned.  Pinned items count against the budget; when pins alone exceed it, the run
   says so (``pins_over_budget_requests``).
 * Streams are independent agents with their own WM and budget; results are summed.
+* Request-time retrieval (optional ``hook``, reference engine only): at each request, before
+  its hits are decided, the hook brings the lower tiers up to date from the move log and
+  assembles the request's retrieved context; hits stay WM-only.  With promotion, the items it
+  returns are brought into WM after the request's demand fetch (each one subject to ``admit``,
+  logged as ``promote``); such a run can place items outside writes, pins and demand fetch, so
+  it is outside the oracle class (``extra["outside_oracle_class"]``).
 """
 
 from __future__ import annotations
@@ -32,7 +38,8 @@ MOVE_BYPASS = 1  # a write went straight to the short-term cache (declined or la
 MOVE_EVICT = 2  # WM -> short-term cache
 MOVE_FETCH = 3  # lower tier -> WM after a request missed it (demand fetch)
 MOVE_PIN = 4  # lower tier -> WM forced by a pin
-MOVE_NAMES = ("admit", "bypass", "evict", "fetch", "pin")
+MOVE_PROMOTE = 5  # lower tier -> WM because request-time retrieval brought it back
+MOVE_NAMES = ("admit", "bypass", "evict", "fetch", "pin", "promote")
 
 
 @dataclass
@@ -69,6 +76,7 @@ def simulate(
     seed: int = 0,
     engine: str = "auto",
     progress: bool | None = None,
+    hook=None,
 ) -> SimResult:
     """Replay ``trace`` against ``policy`` at ``budget`` tokens per stream.
 
@@ -79,18 +87,23 @@ def simulate(
     if engine not in ("auto", "fast", "reference"):
         raise ValueError(f"engine must be auto, fast or reference, got {engine!r}")
     kernel = getattr(policy, "fast_kernel", None)
+    if hook is not None:  # the compiled kernels cannot call back into Python per request
+        if engine == "fast":
+            raise ValueError("request-time retrieval with promotion needs engine=reference or auto")
+        kernel = None
     if engine == "fast" and kernel is None:
         raise ValueError(f"policy {policy.name!r} has no fast kernel; use engine=reference")
     if kernel is not None and engine in ("auto", "fast"):
         from memlens.fastpath import simulate_fast
 
         return simulate_fast(trace, kernel, policy.name, budget, demand_fetch)
-    return _simulate_reference(trace, policy, budget, demand_fetch, seed, progress)
+    return _simulate_reference(trace, policy, budget, demand_fetch, seed, progress, hook)
 
 
 def _simulate_reference(
-    trace: Trace, policy: Policy, budget: int, demand_fetch: bool, seed: int, progress
-) -> SimResult:
+    trace: Trace, policy: Policy, budget: int, demand_fetch: bool, seed: int, progress,
+    hook=None,
+) -> SimResult:  # fmt: skip
     from tqdm import tqdm
 
     n_streams = trace.n_streams
@@ -176,6 +189,8 @@ def _simulate_reference(
                     mv_kind.append(MOVE_BYPASS)
             elif k == REQUEST:
                 lo, hi = needs_ptr[x], needs_ptr[x + 1]
+                if hook is not None:
+                    promote = hook.request(x, e, mv_event, mv_item, mv_kind)
                 context_tokens[x] = used + policy.extra_tokens
                 pinned_tokens_at[x] = pinned_tok
                 for j in range(lo, hi):
@@ -195,6 +210,16 @@ def _simulate_reference(
                             mv_event.append(e)
                             mv_item.append(i)
                             mv_kind.append(MOVE_FETCH)
+                            if used + policy.extra_tokens > budget:
+                                make_room(e)
+                if hook is not None:
+                    for i in promote:
+                        if not in_wm[i] and tokens[i] <= budget and admit(i, e, ADMIT_FETCH):
+                            in_wm[i] = 1
+                            used += tokens[i]
+                            mv_event.append(e)
+                            mv_item.append(i)
+                            mv_kind.append(MOVE_PROMOTE)
                             if used + policy.extra_tokens > budget:
                                 make_room(e)
             elif k == PIN:
@@ -224,6 +249,8 @@ def _simulate_reference(
         evictions[s] = n_ev
         false_evictions[s] = n_fev
         bar.update(len(events))
+    if hook is not None:
+        hook.finish(mv_event, mv_item, mv_kind)
     wall = time.perf_counter() - t0
     bar.close()
     # streams were replayed one after another; put the move log back into file order
@@ -243,4 +270,5 @@ def _simulate_reference(
         move_item=np.asarray(mv_item, dtype=np.int32)[order],
         move_kind=np.asarray(mv_kind, dtype=np.int8)[order],
         wall_s=wall,
+        extra={"outside_oracle_class": True} if hook is not None and hook.promote else {},
     )

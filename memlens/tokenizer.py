@@ -136,7 +136,9 @@ def _tiktoken(encoding: str) -> Tokenizer:
     finally:
         if saved["TIKTOKEN_CACHE_DIR"] is None:
             os.environ.pop("TIKTOKEN_CACHE_DIR", None)
-    return _CallableTokenizer(f"tiktoken:{encoding}", lambda s: enc.encode(s, disallowed_special=()))
+    return _CallableTokenizer(
+        f"tiktoken:{encoding}", lambda s: enc.encode(s, disallowed_special=())
+    )
 
 
 def _bpe_openai(encoding: str) -> Tokenizer:

@@ -241,7 +241,7 @@ class Retriever:
         si, ss = top_k(self.vectors, stc_items, q, cfg.k)
         t0 = time.perf_counter()
         li, ls = self.index.search(s, q, cfg.k, allow)
-        index_ms = (time.perf_counter() - t0) * 1e3
+        index_ms = (time.perf_counter() - t0) * 1e3 if self.index.live[s] else 0.0
         items = np.concatenate([si, li])
         if items.size == 0:
             return [], index_ms

@@ -1,0 +1,58 @@
+"""Paper-style tables from a ``memlens compare`` run (its ``compare.json``).
+
+    python experiments/tables.py outputs/<date>/<time>/compare.json > table.md
+
+One table per trace and metric: policies as rows, budgets as columns, so "which policy at which
+budget" reads off one line, and regret (where the oracle is on) shows what is left to gain.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+
+METRICS = [
+    ("hit_rate", "hit rate", "{:.3f}"),
+    ("regret", "regret (oracle_upper - hit rate)", "{:.3f}"),
+    ("mean_context_tokens", "mean context tokens", "{:,.0f}"),
+    ("cost_usd", "cost (USD)", "{:.2f}"),
+    ("false_eviction_rate", "false-eviction rate", "{:.3f}"),
+]
+
+
+def render(rows: list[dict]) -> str:
+    by_trace: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        by_trace[r["trace"]].append(r)
+    out = []
+    for trace, trows in by_trace.items():
+        budgets = sorted({r["budget"] for r in trows})
+        policies = list(dict.fromkeys(r["policy"] for r in trows))
+        cell = {(r["policy"], r["budget"]): r for r in trows}
+        for key, title, fmt in METRICS:
+            if not any(r.get(key) is not None for r in trows):
+                continue
+            out.append(f"### {trace}: {title}\n")
+            out.append("| policy | " + " | ".join(str(b) for b in budgets) + " |")
+            out.append("|---|" + "---:|" * len(budgets))
+            for p in policies:
+                vals = []
+                for b in budgets:
+                    v = cell.get((p, b), {}).get(key)
+                    vals.append("-" if v is None else fmt.format(v))
+                out.append(f"| {p} | " + " | ".join(vals) + " |")
+            out.append("")
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("compare_json", type=Path)
+    args = ap.parse_args()
+    print(render(json.loads(args.compare_json.read_text())))
+
+
+if __name__ == "__main__":
+    main()
