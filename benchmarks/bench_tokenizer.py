@@ -14,10 +14,10 @@ import argparse
 import time
 
 import numpy as np
-
-from memlens.config import DATA_DIR
 from memlens.datasets.convert_locomo import convert_locomo
 from memlens.datasets.convert_taubench import convert_taubench
+
+from memlens.config import DATA_DIR
 from memlens.tokenizer import approx_tokens, get_tokenizer
 
 

@@ -315,6 +315,9 @@ def generate(archetype: str, seed: int = 0, **knobs) -> Iterator[dict]:
             f"(known: {', '.join(sorted(p))})"
         )
     p.update(knobs)
+    for name in ("events", "length", "concurrency", "constraints", "files"):
+        if name in p:
+            p[name] = int(p[name])  # "events=1e7" on a command line arrives as a float
     for name in ("request_share", "long_range_share", "pin_rate"):
         if not 0.0 <= float(p[name]) <= 1.0:
             raise ValueError(f"{name} must be in [0, 1], got {p[name]!r}")

@@ -22,7 +22,8 @@ SUMMARY_COLUMNS = [
     "evictions",
     "cost_usd",
 ]
-COMPARE_COLUMNS = ["trace", "policy", "budget", *SUMMARY_COLUMNS, "events_per_s"]
+COMPARE_COLUMNS = ["trace", "policy", "budget", *SUMMARY_COLUMNS, "oracle_upper", "regret"]
+COMPARE_COLUMNS += ["events_per_s"]
 
 
 def _run_dir() -> Path:

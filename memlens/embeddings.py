@@ -65,7 +65,7 @@ def _settings(cfg) -> dict:
     get = cfg.get if hasattr(cfg, "get") else dict(cfg or {}).get
     out = {
         "kind": str(get("kind", "tfidf")),
-        "dim": int(get("dim", 64)),
+        "dim": int(get("dim", 256)),
         "seed": int(get("seed", 0)),
         "corpus": get("corpus"),
         "model": get("model"),

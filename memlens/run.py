@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from memlens.atomic import atomic_path, write_json, write_text
 from memlens.config import make_policy
 from memlens.metrics import compute_metrics, per_request_table
+from memlens.oracle import report as oracle_report
 from memlens.retrieval.assemble import RetrievalRecord, retrieve_post_hoc
 from memlens.retrieval.setup import (
     build_retriever,
@@ -57,6 +58,7 @@ def policy_label(policy_cfg: DictConfig) -> str:
 def replay(cfg: DictConfig, trace: Trace, policy_cfg: DictConfig, budget: int) -> RunOutcome:
     """Replay one (trace, policy, budget) and compute everything metrics.json reports."""
     policy = make_policy(policy_cfg)
+    oracle_settings = oracle_report.prepare(cfg, policy)  # before the replay: policy=oracle uses it
     retriever = build_retriever(cfg, trace)  # None unless retrieval.enabled
     hook = live_hook(cfg, retriever)  # retrieval inside the replay (promotion, reference engine)
     result = simulate(
@@ -76,6 +78,9 @@ def replay(cfg: DictConfig, trace: Trace, policy_cfg: DictConfig, budget: int) -
         )
     metrics = compute_metrics(
         trace, result, price_per_mtok=float(cfg.price_per_mtok), retrieval=record
+    )
+    oracle_report.add_to_metrics(
+        metrics, trace, int(budget), bool(cfg.demand_fetch), policy, result, oracle_settings
     )
     if record is not None:
         tiers = record.tiers

@@ -108,34 +108,30 @@ class _CallableTokenizer(Tokenizer):
 def _tiktoken(encoding: str) -> Tokenizer:
     try:
         import tiktoken
-        import tiktoken_ext.openai_public  # noqa: F401  (registers the encodings)
+        import tiktoken.load as tiktoken_load
     except ImportError as exc:
         raise TokenizerUnavailable(f"tokenizer 'tiktoken:{encoding}': {exc}") from None
-    # tiktoken downloads missing files on first use; refuse unless they are cached already.
-    try:
-        from tiktoken.load import read_file_cached  # noqa: F401
-    except ImportError:  # pragma: no cover - older tiktoken
-        pass
-    cache = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR")
-    if not cache:
-        import tempfile
+    # tiktoken fetches an encoding file it has not cached (``read_file_cached`` -> ``read_file``).
+    # Swap ``read_file`` for one that refuses remote paths, so only the local cache can serve.
+    original = tiktoken_load.read_file
 
-        cache = os.path.join(tempfile.gettempdir(), "data-gym-cache")
-    if not os.path.isdir(cache) or not os.listdir(cache):
-        raise TokenizerUnavailable(
-            f"tokenizer 'tiktoken:{encoding}': no local tiktoken cache at {cache} "
-            "(set TIKTOKEN_CACHE_DIR to a directory holding the encoding file; "
-            "MemLens does not download tokenizer files)"
-        )
-    saved = {k: os.environ.get(k) for k in ("TIKTOKEN_CACHE_DIR",)}
-    os.environ["TIKTOKEN_CACHE_DIR"] = cache
+    def local_only(blobpath: str) -> bytes:
+        if "://" in blobpath and not blobpath.startswith("file://"):
+            raise TokenizerUnavailable(
+                f"tokenizer 'tiktoken:{encoding}': {blobpath} is not in the local tiktoken cache "
+                "(set TIKTOKEN_CACHE_DIR to a directory holding it; MemLens never downloads)"
+            )
+        return original(blobpath)
+
+    tiktoken_load.read_file = local_only
     try:
         enc = tiktoken.get_encoding(encoding)
+    except TokenizerUnavailable:
+        raise
     except Exception as exc:
         raise TokenizerUnavailable(f"tokenizer 'tiktoken:{encoding}': {exc}") from None
     finally:
-        if saved["TIKTOKEN_CACHE_DIR"] is None:
-            os.environ.pop("TIKTOKEN_CACHE_DIR", None)
+        tiktoken_load.read_file = original
     return _CallableTokenizer(
         f"tiktoken:{encoding}", lambda s: enc.encode(s, disallowed_special=())
     )

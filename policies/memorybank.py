@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import math
 
-from memlens.policy import PolicyContext
 from memlens.policies.scan import ScanPolicy
+
+from memlens.policy import PolicyContext
 
 
 class MemoryBank(ScanPolicy):
@@ -44,6 +45,7 @@ class MemoryBank(ScanPolicy):
         self.strength_increment = float(strength_increment)
         self.time_unit_s = float(time_unit_hours) * 3600.0
         self.stochastic = bool(stochastic)
+        self.stochastic_order = self.stochastic
 
     def reset(self, ctx: PolicyContext) -> None:
         super().reset(ctx)
@@ -70,10 +72,10 @@ class MemoryBank(ScanPolicy):
         # rank by the exponent: exp is monotone, and the exponent does not underflow to ties
         return [-(t - learned[i]) / unit / strength[i] for i in items]
 
-    def rng_order(self, ranked: list[tuple], t: float) -> list[tuple]:
+    def rng_order(self, ranked: list[int], scores: list[float], t: float) -> list[int]:
         if not self.stochastic:
             return ranked
         draws = self.ctx.rng.random(len(ranked)).tolist()
-        forgotten = [e for e, u in zip(ranked, draws) if u > math.exp(e[0])]
-        kept = [e for e, u in zip(ranked, draws) if u <= math.exp(e[0])]
+        forgotten = [k for k, u in zip(ranked, draws) if u > math.exp(scores[k])]
+        kept = [k for k, u in zip(ranked, draws) if u <= math.exp(scores[k])]
         return forgotten + kept

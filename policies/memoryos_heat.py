@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import math
 
-from memlens.policy import PolicyContext
 from memlens.policies.scan import ScanPolicy
+
+from memlens.policy import PolicyContext
 
 
 class MemoryOSHeat(ScanPolicy):
@@ -70,4 +71,5 @@ class MemoryOSHeat(ScanPolicy):
     def scores(self, items: list[int], t: float) -> list[float]:
         a, b, g, tau = self.alpha, self.beta, self.gamma, self.tau_s
         visits, length, seen, exp = self._visits, self._length, self._seen, math.exp
-        return [a * visits.get(i, 0) + b * length[i] + g * exp((seen[i] - t) / tau) for i in items]
+        get = visits.get
+        return [a * get(i, 0) + b * length[i] + g * exp((seen[i] - t) / tau) for i in items]

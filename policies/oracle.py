@@ -15,6 +15,7 @@ Belady-Size (admit everything, evict the item needed furthest in the future).
 from __future__ import annotations
 
 import heapq
+from dataclasses import replace
 
 import numpy as np
 
@@ -31,19 +32,26 @@ class Oracle(Policy):
         ``settings`` override ``memlens.oracle.OracleSettings`` (``method``, ...) when solving.
         """
         self._plans = plans
-        self.settings = settings
+        self._overrides = settings
+        self._settings = None
+
+    def use_oracle_settings(self, settings) -> None:
+        """The run's ``oracle:`` config (so the replay follows the plan the report used)."""
+        self._settings = settings
 
     def reset(self, ctx: PolicyContext) -> None:
         super().reset(ctx)
         trace = ctx.trace
-        if self._plans is None:
+        plans = self._plans
+        if plans is None:
             from memlens.oracle import OracleSettings, solve
 
-            result = solve(trace, ctx.budget, ctx.demand_fetch, OracleSettings.make(self.settings))
-            self._plans = result.plans
+            base = self._settings or OracleSettings()
+            settings = replace(base, **self._overrides) if self._overrides else base
+            plans = solve(trace, ctx.budget, ctx.demand_fetch, settings).plans
         n = trace.n_items
         self._n = n
-        plan = self._plans[ctx.stream]
+        plan = plans[ctx.stream]
         self._keep = set((plan[:, 0] * n + plan[:, 1]).tolist()) if len(plan) else set()
         events = trace.stream_events[ctx.stream]
         # next use of every item, updated as requests are observed

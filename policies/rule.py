@@ -91,8 +91,8 @@ class RuleScorer(Policy):
                             self.cost_boost)  # fmt: skip
         self._base = base.tolist()
         self._log_base = np.log(np.maximum(base, 1e-300)).tolist()
-        self._lanes = list(zip(self.lam, self.log_floor, self.floor))
         self._type = trace.item_type.tolist()
+        self._lam_item = np.asarray(self.lam)[trace.item_type].tolist()
         self._tok = trace.item_tokens.tolist()
         self._t = trace.ev_t.tolist()
         self._needs_ptr = trace.needs_ptr.tolist()
@@ -105,11 +105,13 @@ class RuleScorer(Policy):
         self._uses = [0] * n
         self._anchor = [0.0] * n  # trace time the decay counts from
         self._last = [0] * n  # event of the last write/use (recency, for ties)
-        self._ver = [0] * n
+        self._ver = [0] * n  # a heap entry is live iff its version is the item's version
         self._state = bytearray(n)
         self._override: dict[int, float] = {}
         self._active: list[list] = [[] for _ in ITEM_TYPES]  # per type: (k, last, item, ver)
         self._static: list = []  # floored or annotated: (value, last, item, ver)
+        # per type: (its heap, lam, log floor, floor); heaps are compacted in place
+        self._lanes = list(zip(self._active, self.lam, self.log_floor, self.floor))
         self._live = 0  # resident unpinned items
         self._entries = 0  # heap entries, live or stale
 
@@ -134,29 +136,23 @@ class RuleScorer(Policy):
         if ov is not None:
             heappush(self._static, (ov, self._last[item], item, v))
         else:
-            ty = self._type[item]
-            uses = self._uses[item]
-            if uses:
+            if self._uses[item]:
                 b = self._boosted(item)
                 k = math.log(b) if b > 1e-300 else -690.0
             else:
                 k = self._log_base[item]
-            heappush(self._active[ty], (k + self.lam[ty] * self._anchor[item],
-                                        self._last[item], item, v))  # fmt: skip
+            heappush(self._active[self._type[item]],
+                     (k + self._lam_item[item] * self._anchor[item], self._last[item], item, v))  # fmt: skip
         self._entries += 1
         if self._entries > 2 * self._live + 4096:
             self._compact()
 
     def _compact(self) -> None:
-        ver, state = self._ver, self._state
-
-        def keep(heap: list) -> list:
-            out = [e for e in heap if state[e[2]] == ACTIVE and ver[e[2]] == e[3]]
-            heapify(out)
-            return out
-
-        self._active = [keep(h) for h in self._active]
-        self._static = keep(self._static)
+        """Drop stale entries (in place: the lanes hold the heap lists)."""
+        ver = self._ver
+        for heap in (*self._active, self._static):
+            heap[:] = [e for e in heap if ver[e[2]] == e[3]]
+            heapify(heap)
         self._entries = sum(map(len, self._active)) + len(self._static)
 
     # ------------------------------------------------------------- interface
@@ -174,11 +170,22 @@ class RuleScorer(Policy):
         return True
 
     def insert(self, item: int, now: int) -> None:
-        self._anchor[item] = self._t[now]
+        t = self._t[now]
+        self._anchor[item] = t
         self._last[item] = now
         self._state[item] = ACTIVE
         self._live += 1
-        self._push(item)
+        if self._uses[item] or self._override:
+            self._push(item)
+            return
+        # the common case (a fresh write), _push inlined: the replay's hottest path
+        v = self._ver[item] + 1
+        self._ver[item] = v
+        heappush(self._active[self._type[item]],
+                 (self._log_base[item] + self._lam_item[item] * t, now, item, v))  # fmt: skip
+        self._entries += 1
+        if self._entries > 2 * self._live + 4096:
+            self._compact()
 
     def observe(self, request: int, now: int) -> None:
         t = self._t[now]
@@ -186,68 +193,79 @@ class RuleScorer(Policy):
         needs = self._needs
         for j in range(self._needs_ptr[request], self._needs_ptr[request + 1]):
             i = needs[j]
-            uses[i] += 1
+            n = uses[i] + 1
+            uses[i] = n
             anchor[i] = t
             last[i] = now
             if state[i] == ACTIVE:
-                self._push(i)
+                if self._override:
+                    self._push(i)
+                    continue
+                v = self._ver[i] + 1  # _push inlined
+                self._ver[i] = v
+                b = self._base[i] + min(self.use_cap, self.use_boost * n)
+                k = math.log(b) if b > 1e-300 else -690.0
+                heappush(self._active[self._type[i]], (k + self._lam_item[i] * t, now, i, v))
+                self._entries += 1
+        if self._entries > 2 * self._live + 4096:
+            self._compact()
 
     def victims(self, excess: int, now: int) -> list[int]:
         t = self._t[now]
-        ver, state, tok = self._ver, self._state, self._tok
+        ver, tok, state = self._ver, self._tok, self._state
         static = self._static
-        lanes = self._lanes  # per type: (heap, lam, log_floor, floor)
         out: list[int] = []
         freed = 0
+        stale = 0
         while freed < excess:
+            # best decaying candidate, compared in the log domain: log value = k - lam * t
             best_heap = None
-            best_v = math.inf
+            best_lv = math.inf
             best_last = best_i = 0
-            for ty in range(4):
-                heap = self._active[ty]
-                if not heap:
-                    continue
-                lam, log_floor, floor = lanes[ty]
-                limit = log_floor + lam * t
-                while heap:  # drop stale tops; move tops that reached the floor
+            for heap, lam, log_floor, floor in self._lanes:
+                while heap:
                     k, last, i, v = heap[0]
-                    if ver[i] != v or state[i] != ACTIVE:
+                    if ver[i] != v:  # stale
                         heappop(heap)
-                        self._entries -= 1
-                    elif k <= limit:
+                        stale += 1
+                        continue
+                    lv = k - lam * t
+                    if lv <= log_floor:  # reached the floor: from now on a constant value
                         heappop(heap)
                         heappush(static, (floor, last, i, v))
-                    else:
-                        value = math.exp(k - lam * t)
-                        if value < best_v or (
-                            value == best_v and (last, i) < (best_last, best_i)
-                        ):
-                            best_v, best_last, best_i, best_heap = value, last, i, heap
-                        break
-            while static:
+                        continue
+                    if lv < best_lv or (lv == best_lv and (last, i) < (best_last, best_i)):
+                        best_lv, best_last, best_i, best_heap = lv, last, i, heap
+                    break
+            while static:  # floored or annotated: constant values
                 value, last, i, v = static[0]
-                if ver[i] != v or state[i] != ACTIVE:
+                if ver[i] != v:
                     heappop(static)
-                    self._entries -= 1
+                    stale += 1
                     continue
-                if value < best_v or (value == best_v and (last, i) < (best_last, best_i)):
-                    best_v, best_last, best_i, best_heap = value, last, i, static
+                if best_heap is None:
+                    best_heap, best_i = static, i
+                else:
+                    best_v = math.exp(best_lv)
+                    if value < best_v or (value == best_v and (last, i) < (best_last, best_i)):
+                        best_heap, best_i = static, i
                 break
             if best_heap is None:
                 break  # only pinned items left: the simulator will not ask
             heappop(best_heap)
-            self._entries -= 1
+            ver[best_i] += 1
             state[best_i] = ABSENT
-            self._live -= 1
             out.append(best_i)
             freed += tok[best_i]
+        self._live -= len(out)
+        self._entries -= stale + len(out)
         return out
 
     def pin(self, item: int) -> None:
         if self._state[item] == ACTIVE:
             self._live -= 1
         self._state[item] = PINNED
-        self._ver[item] += 1  # its heap entries are now stale
+        self._ver[item] += 1  # its heap entry is now stale
 
     def unpin(self, item: int) -> None:
         if self._state[item] == PINNED:

@@ -7,17 +7,24 @@ themselves do: rank every memory when memory must be freed.  So these policies k
 resident set and score it when ``victims`` is called, the cost growing with the items held; the
 rule scorer (``policies/rule.py``) is the one built to avoid that.
 
-Victims are the lowest scores, ties by recency (least recently written or used first), then by
-item index; several are returned at once when one does not cover the excess.
+Victims are the lowest scores, ties by recency (least recently written or used first); several
+are returned at once when one does not cover the excess.  The resident set is kept in recency
+order (an ``OrderedDict``, moved to the end on use), so the first minimum of the score list is
+also the least recent among equals, found by C-level ``min`` and ``index``.
 """
 
 from __future__ import annotations
+
+from collections import OrderedDict
 
 from memlens.policy import Policy, PolicyContext
 
 
 class ScanPolicy(Policy):
     """Keeps the resident, unpinned items; subclasses supply ``scores(items, t)``."""
+
+    #: True when ``rng_order`` may reorder the ranking (then the fast single-minimum path is off)
+    stochastic_order = False
 
     def reset(self, ctx: PolicyContext) -> None:
         super().reset(ctx)
@@ -29,9 +36,9 @@ class ScanPolicy(Policy):
             self._needs_ptr = trace.needs_ptr.tolist()
             self._needs = trace.needs.tolist()
             self.prepare(trace)
-        self._res: dict[int, None] = {}  # resident and unpinned
+        self._res: OrderedDict[int, None] = OrderedDict()  # resident, unpinned; by recency
         self._pinned: set[int] = set()
-        self._last: dict[int, int] = {}  # event of the last write/use, for ties
+        self._last: dict[int, int] = {}  # event of the last write/use (for unpin)
 
     def prepare(self, trace) -> None:
         """Per-trace precomputation (once per trace, shared by every stream and budget)."""
@@ -39,7 +46,7 @@ class ScanPolicy(Policy):
     def scores(self, items: list[int], t: float) -> list[float]:
         raise NotImplementedError
 
-    def rng_order(self, ranked: list[tuple], t: float) -> list[tuple]:
+    def rng_order(self, ranked: list[int], scores: list[float], t: float) -> list[int]:
         """Hook for stochastic variants: reorder the ranked candidates (default: as ranked)."""
         return ranked
 
@@ -49,32 +56,40 @@ class ScanPolicy(Policy):
         self._last[item] = now
 
     def victims(self, excess: int, now: int) -> list[int]:
-        items = list(self._res)
-        if not items:
+        res = self._res
+        if not res:
             return []
-        t = self._t[now]
-        last = self._last
-        ranked = sorted(zip(self.scores(items, t), [last[i] for i in items], items))
-        ranked = self.rng_order(ranked, t)
+        items = list(res)
+        scores = self.scores(items, self._t[now])
+        tok = self._tok
+        if not self.stochastic_order:
+            best = scores.index(min(scores))  # first minimum = least recent among ties
+            i = items[best]
+            if tok[i] >= excess:
+                del res[i]
+                return [i]
+        ranked = sorted(range(len(items)), key=scores.__getitem__)  # stable: recency ties
+        ranked = self.rng_order(ranked, scores, self._t[now])
         out: list[int] = []
         freed = 0
-        tok = self._tok
-        for entry in ranked:
-            i = entry[2]
+        for k in ranked:
+            i = items[k]
             out.append(i)
             freed += tok[i]
             if freed >= excess:
                 break
         for i in out:
-            del self._res[i]
+            del res[i]
         return out
 
     def observe(self, request: int, now: int) -> None:
-        last = self._last
+        last, res = self._last, self._res
         needs = self._needs
         for j in range(self._needs_ptr[request], self._needs_ptr[request + 1]):
             i = needs[j]
             last[i] = now
+            if i in res:
+                res.move_to_end(i)
             self.used(i, now)
 
     def used(self, item: int, now: int) -> None:
@@ -85,6 +100,11 @@ class ScanPolicy(Policy):
         self._res.pop(item, None)
 
     def unpin(self, item: int) -> None:
+        """Back among the candidates, at the place its last write or use gives it."""
         if item in self._pinned:
             self._pinned.discard(item)
-            self._res[item] = None
+            res, last = self._res, self._last
+            res[item] = None
+            mine = last[item]
+            for other in [o for o in res if o != item and last[o] > mine]:  # rare: O(n) is fine
+                res.move_to_end(other)

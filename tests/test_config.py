@@ -37,8 +37,10 @@ def test_every_policy_composes_and_instantiates(policy):
 def test_experiment_files_are_global_packages():
     for path in (CONF_DIR / "experiment").glob("*.yaml"):
         assert path.read_text().startswith("# @package _global_"), path
-        cfg = composed("simulate", [f"experiment={path.stem}"])
-        assert cfg.trace
+        cfg = composed("compare", [f"experiment={path.stem}"])
+        resolved = OmegaConf.to_container(cfg, resolve=True)
+        for trace in resolved.get("traces") or [resolved["trace"]]:
+            assert Path(trace).exists(), f"{path.name} names a trace that does not ship: {trace}"
 
 
 def test_unknown_override_is_an_error():

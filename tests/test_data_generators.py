@@ -130,3 +130,25 @@ def test_cli_generate(tmp_path, capsys):
     bad = tmp_path / "bad.jsonl.gz"
     assert data_main(["generate", "archetype=coding", f"out={bad}", "colour=blue"]) == 2
     assert "colour" in capsys.readouterr().err and not bad.exists()
+
+
+@pytest.mark.slow
+def test_memory_stays_flat_as_events_grow(tmp_path):
+    """Peak RSS for 2,000,000 events is within a few MiB of that for 20,000 (fresh processes)."""
+    import subprocess
+    import sys
+
+    child = (
+        "import sys; from memlens.datasets.archetypes import generate; "
+        "from memlens.trace_io import write_trace; "
+        "write_trace(sys.argv[2], generate('analysis', seed=0, events=int(sys.argv[1]))); "
+        "print(next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM')))"
+    )
+    rss = []
+    for n in (20_000, 2_000_000):
+        out = tmp_path / f"{n}.jsonl"
+        res = subprocess.run([sys.executable, "-c", child, str(n), str(out)], capture_output=True,
+                             text=True, check=True)  # fmt: skip
+        rss.append(int(res.stdout))
+        out.unlink()
+    assert rss[1] - rss[0] < 16 * 1024, rss  # KiB

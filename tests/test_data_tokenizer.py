@@ -59,3 +59,11 @@ def test_tiktoken_never_downloads(tmp_path, monkeypatch):
     with pytest.raises(TokenizerUnavailable):
         get_tokenizer("tiktoken:cl100k_base")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_bpe_openai_backend_if_installed():
+    pytest.importorskip("bpe_openai")
+    tok = get_tokenizer("bpe_openai:cl100k_base")
+    assert tok.describe() == {"tokenizer": "bpe_openai:cl100k_base"}
+    # cl100k: "Hello" "," " world" "!" and "123" "45"
+    assert tok.count("Hello, world!") == 4 and tok.count("12345") == 2 and tok.count("") == 0

@@ -7,6 +7,13 @@ metrics.json and the ``oracle_upper`` / ``regret`` columns.  See docs/oracle.md.
 """
 
 from memlens.oracle.bounds import OracleSolveError
-from memlens.oracle.solve import OracleResult, OracleSettings, StreamBound, solve
+from memlens.oracle.solve import OracleResult, OracleSettings, StreamBound, clear_memo, solve
 
-__all__ = ["OracleResult", "OracleSettings", "OracleSolveError", "StreamBound", "solve"]
+__all__ = [
+    "OracleResult",
+    "OracleSettings",
+    "OracleSolveError",
+    "StreamBound",
+    "clear_memo",
+    "solve",
+]

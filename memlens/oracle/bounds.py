@@ -65,7 +65,10 @@ def _matrices(model: GapModel):
     A_ub = sp.csr_matrix(
         (
             np.concatenate([np.ones(n), -np.ones(n)]),
-            (np.concatenate([np.arange(n), np.arange(n)]), np.concatenate([nested, model.prev[nested]])),
+            (
+                np.concatenate([np.arange(n), np.arange(n)]),
+                np.concatenate([nested, model.prev[nested]]),
+            ),
         ),
         shape=(n, G + K),
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -37,8 +38,20 @@ def key(trace: Trace, budget: int, demand_fetch: bool, solver: dict) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def _path(cache_dir: str, k: str) -> Path:
-    return Path(cache_dir).expanduser() / f"{k}.npz"
+def directory(cache_dir: str | None) -> Path:
+    """``cache_dir``, or ``$MEMLENS_CACHE/oracle``, or ``~/.cache/memlens/oracle``."""
+    if cache_dir:
+        return Path(cache_dir).expanduser()
+    root = os.environ.get("MEMLENS_CACHE")
+    return (Path(root).expanduser() if root else Path.home() / ".cache" / "memlens") / "oracle"
+
+
+def _path(cache_dir, k: str) -> Path:
+    return Path(cache_dir) / f"{k}.npz"
+
+
+def exists(cache_dir, k: str) -> bool:
+    return _path(cache_dir, k).exists()
 
 
 def load(cache_dir: str, k: str):

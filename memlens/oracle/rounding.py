@@ -4,8 +4,8 @@ Gaps the LP keeps whole (``y ~ 1``) form a feasible schedule on their own: dropp
 fractional ones only lowers loads, and without demand fetch a gap's predecessor has ``y`` at
 least as large, so nesting survives.  The other gaps are then added greedily, most-kept first
 (ties: smaller, then earlier), whenever the item's chain is unbroken and the gap fits under the
-capacity at every check point it covers: a range-add / range-max segment tree makes each test
-O(log points).
+capacity at every check point it covers: an iterative range-add / range-max segment tree makes
+each test O(log points).
 """
 
 from __future__ import annotations
@@ -18,50 +18,83 @@ from memlens.oracle.model import GapModel
 _ONE = 1.0 - 1e-6
 
 
-@nb.njit(cache=True)
-def _build(tree, lazy, node, lo, hi, init):
-    if hi - lo == 1:
-        tree[node] = init[lo]
-        return
-    mid = (lo + hi) // 2
-    _build(tree, lazy, 2 * node, lo, mid, init)
-    _build(tree, lazy, 2 * node + 1, mid, hi, init)
-    tree[node] = max(tree[2 * node], tree[2 * node + 1])
+_NEG = -(2**60)
 
 
 @nb.njit(cache=True)
-def _add(tree, lazy, node, lo, hi, a, b, v):
-    if b <= lo or hi <= a:
-        return
-    if a <= lo and hi <= b:
-        tree[node] += v
-        lazy[node] += v
-        return
-    mid = (lo + hi) // 2
-    _add(tree, lazy, 2 * node, lo, mid, a, b, v)
-    _add(tree, lazy, 2 * node + 1, mid, hi, a, b, v)
-    tree[node] = max(tree[2 * node], tree[2 * node + 1]) + lazy[node]
+def _apply(t, d, p, v, n):
+    t[p] += v
+    if p < n:
+        d[p] += v
 
 
 @nb.njit(cache=True)
-def _max(tree, lazy, node, lo, hi, a, b):
-    if b <= lo or hi <= a:
-        return -(2**62)
-    if a <= lo and hi <= b:
-        return tree[node]
-    mid = (lo + hi) // 2
-    left = _max(tree, lazy, 2 * node, lo, mid, a, b)
-    right = _max(tree, lazy, 2 * node + 1, mid, hi, a, b)
-    return max(left, right) + lazy[node]
+def _rebuild(t, d, p):
+    while p > 1:
+        p >>= 1
+        t[p] = max(t[2 * p], t[2 * p + 1]) + d[p]
+
+
+@nb.njit(cache=True)
+def _push(t, d, p, n, h):
+    for s in range(h, 0, -1):
+        i = p >> s
+        if d[i] != 0:
+            _apply(t, d, 2 * i, d[i], n)
+            _apply(t, d, 2 * i + 1, d[i], n)
+            d[i] = 0
+
+
+@nb.njit(cache=True)
+def _range_add(t, d, lo, hi, v, n, h):
+    lo += n
+    hi += n
+    l0, r0 = lo, hi
+    while lo < hi:
+        if lo & 1:
+            _apply(t, d, lo, v, n)
+            lo += 1
+        if hi & 1:
+            hi -= 1
+            _apply(t, d, hi, v, n)
+        lo >>= 1
+        hi >>= 1
+    _rebuild(t, d, l0)
+    _rebuild(t, d, r0 - 1)
+
+
+@nb.njit(cache=True)
+def _range_max(t, d, lo, hi, n, h):
+    lo += n
+    hi += n
+    _push(t, d, lo, n, h)
+    _push(t, d, hi - 1, n, h)
+    res = _NEG
+    while lo < hi:
+        if lo & 1:
+            res = max(res, t[lo])
+            lo += 1
+        if hi & 1:
+            hi -= 1
+            res = max(res, t[hi])
+        lo >>= 1
+        hi >>= 1
+    return res
 
 
 @nb.njit(cache=True)
 def _greedy(slack0, k_start, k_end, size, prev, order, selected):
     """Add the gaps of ``order`` that fit; ``slack0`` = load - capacity of the initial selection."""
     K = slack0.shape[0]
-    tree = np.zeros(4 * K + 4, dtype=np.int64)
-    lazy = np.zeros(4 * K + 4, dtype=np.int64)
-    _build(tree, lazy, 1, 0, K, slack0)
+    h = 1
+    while (1 << h) < K:
+        h += 1
+    n = 1 << h
+    t = np.full(2 * n, _NEG, dtype=np.int64)
+    d = np.zeros(n, dtype=np.int64)
+    t[n : n + K] = slack0
+    for p in range(n - 1, 0, -1):
+        t[p] = max(t[2 * p], t[2 * p + 1])
     for idx in range(order.shape[0]):
         g = order[idx]
         if selected[g]:
@@ -69,8 +102,8 @@ def _greedy(slack0, k_start, k_end, size, prev, order, selected):
         if prev[g] >= 0 and not selected[prev[g]]:
             continue
         a, b = k_start[g], k_end[g]
-        if _max(tree, lazy, 1, 0, K, a, b) + size[g] <= 0:
-            _add(tree, lazy, 1, 0, K, a, b, size[g])
+        if _range_max(t, d, a, b, n, h) + size[g] <= 0:
+            _range_add(t, d, a, b, size[g], n, h)
             selected[g] = True
 
 

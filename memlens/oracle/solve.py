@@ -17,7 +17,7 @@ the trace's content hash, its pins, the budget, demand fetch and the settings.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 
 import numpy as np
 
@@ -37,9 +37,10 @@ class OracleSettings:
     enabled: bool = True
     method: str = "auto"  # auto | lp | relaxed
     lp_max_references: int = 200_000  # auto: larger streams use the relaxed bound
-    milp_max_gaps: int = 3_000  # streams with at most this many gaps get the integer optimum
+    milp_max_gaps: int = 400  # streams with at most this many gaps also try the integer optimum
     milp_node_limit: int = 2_000  # branch-and-bound nodes (deterministic, unlike a time limit)
-    cache_dir: str | None = ".memlens-cache/oracle"
+    cache: bool = True  # cache results on disk
+    cache_dir: str | None = None  # None: $MEMLENS_CACHE/oracle or ~/.cache/memlens/oracle
 
     @classmethod
     def make(cls, node=None) -> OracleSettings:
@@ -59,8 +60,8 @@ class OracleSettings:
     def solver_key(self) -> dict:
         """The settings that change the numbers (not where they are cached)."""
         d = asdict(self)
-        d.pop("enabled")
-        d.pop("cache_dir")
+        for name in ("enabled", "cache", "cache_dir"):
+            d.pop(name)
         return d
 
 
@@ -85,7 +86,7 @@ class OracleResult:
     streams: list[StreamBound]
     plans: list[np.ndarray] = field(repr=False)  # per stream (n, 2): anchor event, item
     wall_s: float = 0.0
-    from_cache: bool = False
+    from_cache: bool = False  # not computed by this call (process memo or disk cache)
 
     @property
     def upper(self) -> int:
@@ -108,19 +109,28 @@ class OracleResult:
 _MEMO: dict[str, OracleResult] = {}
 
 
+def clear_memo() -> None:
+    """Forget the results memoised in this process (the disk cache is kept)."""
+    _MEMO.clear()
+
+
 def solve(
     trace: Trace, budget: int, demand_fetch: bool, settings: OracleSettings | None = None
 ) -> OracleResult:
     """Both bounds for every stream (memoised, then disk-cached, then computed)."""
     settings = settings or OracleSettings()
     key = cache.key(trace, int(budget), bool(demand_fetch), settings.solver_key())
+    where = cache.directory(settings.cache_dir) if settings.cache else None
     if key in _MEMO:
-        return _MEMO[key]
-    result = cache.load(settings.cache_dir, key) if settings.cache_dir else None
+        result = _MEMO[key]
+        if where and not cache.exists(where, key):
+            cache.store(where, key, result)
+        return replace(result, from_cache=True)
+    result = cache.load(where, key) if where else None
     if result is None:
         result = _compute(trace, int(budget), bool(demand_fetch), settings)
-        if settings.cache_dir:
-            cache.store(settings.cache_dir, key, result)
+        if where:
+            cache.store(where, key, result)
     _MEMO[key] = result
     return result
 
@@ -156,7 +166,10 @@ def _compute(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSett
             upper, y = lp_upper(model)
             selected = round_schedule(model, y)
             lower_method = "lp-round"
-            if 0 < model.n_gaps <= settings.milp_max_gaps and selected.sum() + model.forced_hits < upper:
+            if (
+                0 < model.n_gaps <= settings.milp_max_gaps
+                and selected.sum() + model.forced_hits < upper
+            ):
                 exact = milp_schedule(model, settings.milp_node_limit)
                 if exact is not None and schedule_load_ok(model, exact):
                     if exact.sum() > selected.sum():

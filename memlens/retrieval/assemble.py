@@ -33,7 +33,7 @@ import numpy as np
 
 from memlens.compression import LOSSY, NONE, POINTER, Compressor
 from memlens.embeddings import Embeddings
-from memlens.retrieval.index import LongTermIndex, top_k
+from memlens.retrieval.index import LongTermIndex, Prefilter, top_k
 from memlens.retrieval.query import plan_requests, query_vectors
 from memlens.simulator import SimResult
 from memlens.tiers import LTS, STC, WM, TierLog, TierState, merged_schedule
@@ -162,9 +162,15 @@ class Retriever:
             raise ValueError("embeddings do not match the trace (item or request count differs)")
         self.trace, self.cfg, self.comp = trace, cfg, compressor
         self.vectors = emb.items
-        self.index = LongTermIndex(emb.items, trace.item_stream, trace.n_streams, M=cfg.M,
-                                   ef_construction=cfg.ef_construction, ef_search=cfg.ef_search,
-                                   seed=cfg.seed, exact_below=cfg.exact_below)  # fmt: skip
+        names = {name: n for n, name in enumerate(dict.fromkeys(trace.item_task))}
+        self._task_names = names
+        self.index = LongTermIndex(
+            emb.items, trace.item_stream, trace.n_streams, M=cfg.M,
+            ef_construction=cfg.ef_construction, ef_search=cfg.ef_search, seed=cfg.seed,
+            exact_below=cfg.exact_below, item_type=trace.item_type,
+            item_task=np.asarray([names[t] for t in trace.item_task], dtype=np.int64),
+            item_t=trace.item_t,
+        )  # fmt: skip
         self.state = TierState(trace, cfg.short_term_tokens, cfg.ttl_s, listener=self.index)
         plan = plan_requests(trace)
         self.plan = plan
@@ -175,15 +181,7 @@ class Retriever:
         self.tokens = trace.item_tokens
         self.req_stream = trace.req_stream.tolist()
         self.ev_t = trace.ev_t
-        self._type_ok = None
-        if cfg.types:
-            codes = [ITEM_TYPES.index(t) for t in cfg.types]
-            self._type_ok = np.isin(trace.item_type, codes)
-        self._task_code = None
-        if cfg.same_task:
-            names = {name: n for n, name in enumerate(dict.fromkeys(trace.item_task))}
-            self._task_code = np.asarray([names[t] for t in trace.item_task], dtype=np.int64)
-            self._task_names = names
+        self._types = tuple(ITEM_TYPES.index(t) for t in cfg.types) if cfg.types else None
         self._pending: dict[int, list[tuple[int, int, int, int]]] = {}
         n_req, n_ref = trace.n_requests, trace.n_references
         self._ptr = [0]
@@ -203,29 +201,16 @@ class Retriever:
         self.promoted = 0
 
     # ------------------------------------------------------------- pre-filter
-    def _allow(self, r: int, now: float):
-        """The pre-filter beyond the stream, as a vectorised mask over item indices (or None)."""
-        tests = []
-        if self._type_ok is not None:
-            tests.append(lambda items, ok=self._type_ok: ok[items])
-        if self._task_code is not None:
-            code = self._task_names.get(self.plan.task[r], -1)
-            tests.append(lambda items, c=code, tc=self._task_code: tc[items] == c)
-        if self.cfg.max_age_s is not None:
-            oldest = now - self.cfg.max_age_s
-            tests.append(lambda items, t0=oldest, it=self.item_t: it[items] >= t0)
-        if not tests:
+    def prefilter(self, r: int, now: float) -> Prefilter | None:
+        """Request ``r``'s conditions beyond its stream (None when there are none)."""
+        cfg = self.cfg
+        if not (self._types or cfg.same_task or cfg.max_age_s is not None):
             return None
-        if len(tests) == 1:
-            return tests[0]
-
-        def allow(items):
-            mask = tests[0](items)
-            for test in tests[1:]:
-                mask &= test(items)
-            return mask
-
-        return allow
+        return Prefilter(
+            types=self._types,
+            task=self._task_names.get(self.plan.task[r], -1) if cfg.same_task else None,
+            min_t=None if cfg.max_age_s is None else now - cfg.max_age_s,
+        )
 
     # --------------------------------------------------------------- assembly
     def assemble(self, r: int, s: int, e: int) -> tuple[list[tuple[int, int, int, int]], float]:
@@ -233,14 +218,14 @@ class Retriever:
         cfg = self.cfg
         q = self.query[r]
         now = float(self.ev_t[e])
-        allow = self._allow(r, now)
+        pre = self.prefilter(r, now)
         stc = self.state.stc[s]
         stc_items = np.fromiter(stc.keys(), dtype=np.int64, count=len(stc))
-        if allow is not None and stc_items.size:
-            stc_items = stc_items[allow(stc_items)]
+        if pre is not None and stc_items.size:
+            stc_items = stc_items[self.index.mask(stc_items, pre)]
         si, ss = top_k(self.vectors, stc_items, q, cfg.k)
         t0 = time.perf_counter()
-        li, ls = self.index.search(s, q, cfg.k, allow)
+        li, ls = self.index.search(s, q, cfg.k, pre)
         index_ms = (time.perf_counter() - t0) * 1e3 if self.index.live[s] else 0.0
         items = np.concatenate([si, li])
         if items.size == 0:

@@ -2,9 +2,11 @@
 
 Why one index per stream: the first pre-filter (same stream) is then structural and free, and a
 stream's searches never visit another agent's memories.  The other pre-filters (task, type,
-time window) are applied *before* the vector search: the eligible items are listed, and either
-scored exactly (when at most ``exact_below`` remain, where a graph search would be slower and
-could come back short) or searched in hnswlib with a filter callable that admits only them.
+time window, :class:`Prefilter`) are applied *before* the vector search: the store keeps its
+members grouped by (task, type), so it knows how many items can pass without scanning.  At most
+``exact_below`` of them are listed and scored exactly (a graph walk would be slower there and
+could come back short); more are searched in hnswlib with a filter callable that admits only
+them, so the walk never returns an item the filter excludes and never needs "top-k, then drop".
 
 The store holds pointers (item indices, which address the full content in the trace); an item
 that leaves the store (fetched back into working memory) is marked deleted in the graph and
@@ -17,7 +19,8 @@ replay order and queried single-threaded, so the same config and seed give the s
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import chain
 
 import hnswlib
 import numpy as np
@@ -33,8 +36,17 @@ def top_k(vectors: np.ndarray, items, q: np.ndarray, k: int) -> tuple[np.ndarray
     return items[order], sims[order].astype(np.float32)
 
 
+@dataclass(frozen=True)
+class Prefilter:
+    """Which stored items a request may see beyond its stream (None: no condition)."""
+
+    types: tuple[int, ...] | None = None  # allowed item type codes
+    task: int | None = None  # required task code (-1 matches nothing)
+    min_t: float | None = None  # oldest allowed write time (trace seconds)
+
+
 class LongTermIndex:
-    """Membership and vector search of the long-term store, per stream."""
+    """Membership, metadata and vector search of the long-term store, per stream."""
 
     def __init__(
         self,
@@ -46,21 +58,31 @@ class LongTermIndex:
         ef_search: int = 64,
         seed: int = 0,
         exact_below: int = 64,
+        item_type: np.ndarray | None = None,
+        item_task: np.ndarray | None = None,
+        item_t: np.ndarray | None = None,
     ):
         self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         self.dim = int(self.vectors.shape[1])
+        n = self.vectors.shape[0]
         self.item_stream = np.asarray(item_stream, dtype=np.int64)
-        order = np.argsort(self.item_stream, kind="stable")
-        bounds = np.searchsorted(self.item_stream[order], np.arange(n_streams + 1))
-        self.stream_items = [order[bounds[s] : bounds[s + 1]] for s in range(n_streams)]
+        zeros = np.zeros(n, dtype=np.int64)
+        self.item_type = zeros if item_type is None else np.asarray(item_type, dtype=np.int64)
+        self.item_task = zeros if item_task is None else np.asarray(item_task, dtype=np.int64)
+        self.item_t = np.zeros(n) if item_t is None else np.asarray(item_t, dtype=np.float64)
+        # plain lists: the filter callable reads one label at a time, where lists beat numpy
+        self._type_l = self.item_type.tolist()
+        self._task_l = self.item_task.tolist()
+        self._t_l = self.item_t.tolist()
+        self.n_per_stream = np.bincount(self.item_stream, minlength=n_streams)
         self.M, self.ef_construction, self.ef_search = int(M), int(ef_construction), int(ef_search)
         self.seed = int(seed)
         self.exact_below = int(exact_below)
-        n = self.vectors.shape[0]
         self.in_lts = np.zeros(n, dtype=bool)
         self._added = np.zeros(n, dtype=bool)
-        self._ok = np.zeros(n, dtype=bool)  # scratch: the eligible set during one filtered query
         self.live = [0] * n_streams
+        #: per stream: (task, type) -> members, so a pre-filter is counted without a scan
+        self._groups: list[dict[tuple[int, int], set[int]]] = [{} for _ in range(n_streams)]
         self._index: list[hnswlib.Index | None] = [None] * n_streams
         self.build_s = 0.0  # wall time spent adding to the graphs
         self.index_queries = 0
@@ -71,13 +93,22 @@ class LongTermIndex:
         g = self._index[s]
         if g is None:
             g = hnswlib.Index(space="cosine", dim=self.dim)
-            g.init_index(max_elements=max(1, len(self.stream_items[s])),
-                         ef_construction=self.ef_construction, M=self.M,
-                         random_seed=self.seed + s)  # fmt: skip
+            g.init_index(
+                max_elements=max(1, int(self.n_per_stream[s])),
+                ef_construction=self.ef_construction,
+                M=self.M,
+                random_seed=self.seed + s,
+            )
             g.set_ef(self.ef_search)
             g.set_num_threads(1)
             self._index[s] = g
         return g
+
+    def _join(self, i: int, s: int) -> None:
+        self.in_lts[i] = True
+        self.live[s] += 1
+        key = (self._task_l[i], self._type_l[i])
+        self._groups[s].setdefault(key, set()).add(i)
 
     def add_many(self, items: np.ndarray, num_threads: int = 1) -> None:
         """Bulk insert (benchmarks); replay uses :meth:`lts_enter` one item at a time."""
@@ -87,8 +118,8 @@ class LongTermIndex:
             mine = items[self.item_stream[items] == s]
             self._graph(s).add_items(self.vectors[mine], mine, num_threads=num_threads)
             self._added[mine] = True
-            self.in_lts[mine] = True
-            self.live[s] += int(mine.size)
+            for i in mine.tolist():
+                self._join(i, s)
         self.build_s += time.perf_counter() - t0
 
     def lts_enter(self, i: int, e: int = -1) -> None:
@@ -103,8 +134,7 @@ class LongTermIndex:
             g.add_items(self.vectors[i : i + 1], np.asarray([i]), num_threads=1)
             self.build_s += time.perf_counter() - t0
             self._added[i] = True
-        self.in_lts[i] = True
-        self.live[s] += 1
+        self._join(i, s)
 
     def lts_leave(self, i: int) -> None:
         if not self.in_lts[i]:
@@ -113,10 +143,53 @@ class LongTermIndex:
         self._index[s].mark_deleted(i)
         self.in_lts[i] = False
         self.live[s] -= 1
+        self._groups[s][(self._task_l[i], self._type_l[i])].discard(i)
 
-    def members(self, s: int) -> np.ndarray:
-        items = self.stream_items[s]
-        return items[self.in_lts[items]]
+    def members(self, s: int, pre: Prefilter | None = None) -> np.ndarray:
+        """Stored items of stream ``s`` that pass ``pre`` (ascending item index)."""
+        groups = self._matching(s, pre)
+        out = np.fromiter(chain.from_iterable(groups), dtype=np.int64)
+        if pre is not None and pre.min_t is not None and out.size:
+            out = out[self.item_t[out] >= pre.min_t]
+        return np.sort(out)
+
+    # ------------------------------------------------------------- pre-filter
+    def _matching(self, s: int, pre: Prefilter | None) -> list[set[int]]:
+        groups = self._groups[s]
+        if pre is None:
+            return list(groups.values())
+        types = None if pre.types is None else set(pre.types)
+        return [
+            g
+            for (task, ty), g in groups.items()
+            if (pre.task is None or task == pre.task) and (types is None or ty in types)
+        ]
+
+    def mask(self, items: np.ndarray, pre: Prefilter | None) -> np.ndarray:
+        """Vectorised pre-filter over any items (the short-term cache uses it too)."""
+        ok = np.ones(items.shape[0], dtype=bool)
+        if pre is None:
+            return ok
+        if pre.types is not None:
+            ok &= np.isin(self.item_type[items], pre.types)
+        if pre.task is not None:
+            ok &= self.item_task[items] == pre.task
+        if pre.min_t is not None:
+            ok &= self.item_t[items] >= pre.min_t
+        return ok
+
+    def _predicate(self, pre: Prefilter):
+        """The per-label filter hnswlib calls during its graph walk."""
+        types = None if pre.types is None else frozenset(pre.types)
+        task, min_t = pre.task, pre.min_t
+        ty, ta, tt = self._type_l, self._task_l, self._t_l
+        if task is None and min_t is None and types is not None:
+            return lambda label: ty[label] in types
+        return lambda label: (
+            (types is None or ty[label] in types)
+            and (task is None or ta[label] == task)
+            and (min_t is None or tt[label] >= min_t)
+        )
 
     # ----------------------------------------------------------------- search
     def exact(self, items: np.ndarray, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -126,39 +199,27 @@ class LongTermIndex:
         return top_k(self.vectors, items, q, k)
 
     def search(
-        self,
-        s: int,
-        q: np.ndarray,
-        k: int,
-        allow: Callable[[np.ndarray], np.ndarray] | None = None,
+        self, s: int, q: np.ndarray, k: int, pre: Prefilter | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The ``k`` stored items of stream ``s`` most similar to ``q`` among those ``allow``s.
-
-        ``allow`` maps an array of item indices to a boolean mask (the pre-filter beyond the
-        stream).  Returns (items, cosine similarities), best first.
-        """
+        """The ``k`` stored items of stream ``s`` most similar to ``q`` among those ``pre``
+        admits.  Returns (items, cosine similarities), best first."""
         live = self.live[s]
         if live == 0 or k <= 0:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
-        if allow is None:
+        if pre is None:
             if live <= self.exact_below:
                 return self.exact(self.members(s), q, k)
             try:
                 return self._knn(s, q, min(k, live), None)
             except RuntimeError:  # a graph walk that came back short: fall back to exact
                 return self.exact(self.members(s), q, k)
-        members = self.members(s)
-        eligible = members[allow(members)]
-        if eligible.size <= self.exact_below or eligible.size <= k:
-            return self.exact(eligible, q, k)
-        ok = self._ok
-        ok[eligible] = True
+        bound = sum(len(g) for g in self._matching(s, pre))  # exact unless a time window
+        if bound <= max(self.exact_below, k):
+            return self.exact(self.members(s, pre), q, k)
         try:
-            return self._knn(s, q, k, ok.__getitem__)
-        except RuntimeError:  # the graph walk found fewer than k eligible items
-            return self.exact(eligible, q, k)
-        finally:
-            ok[eligible] = False
+            return self._knn(s, q, k, self._predicate(pre))
+        except RuntimeError:  # fewer than k pass (a narrow time window): score them exactly
+            return self.exact(self.members(s, pre), q, k)
 
     def _knn(self, s: int, q: np.ndarray, k: int, filt) -> tuple[np.ndarray, np.ndarray]:
         self.index_queries += 1

@@ -82,14 +82,14 @@ def query_vectors(
 def static_values(trace: Trace) -> np.ndarray:
     """A value in [0, 1] per item for the rerank's value term and value-based compression.
 
-    Uses ``memlens.features.static_value`` (content features) when that module exists, else
-    the type base value.
+    Uses ``memlens.features.static_value`` (type base + content and cost boosts, the rule
+    scorer's time-independent value) when that module exists, else the type base value.
     """
     try:
-        from memlens.features import static_values as feature_values  # type: ignore
-    except ImportError:
-        feature_values = None
-    if feature_values is not None:
-        return np.clip(np.asarray(feature_values(trace), dtype=np.float64), 0.0, 1.0)
+        from memlens.features import static_value
+    except ImportError:  # the features module is optional for retrieval
+        static_value = None
+    if static_value is not None:
+        return np.clip(np.asarray(static_value(trace), dtype=np.float64), 0.0, 1.0)
     base = np.asarray([TYPE_VALUE[t] for t in ITEM_TYPES], dtype=np.float64)
     return base[trace.item_type.astype(np.int64)]

@@ -1,0 +1,98 @@
+"""The ``oracle`` section of metrics.json, and the ``oracle_upper`` / ``regret`` columns.
+
+Rates are hit rates (hits / needed references, as ``hit_rate``), so ``regret = oracle_upper -
+hit_rate`` reads as "hit rate left on the table at this budget, at most".  A policy that can
+bring items into working memory outside writes, pins and demand fetch
+(``Policy.outside_oracle_class``) is not bounded by the oracle: it gets ``applies: false`` and
+no regret rather than a regret that could be negative.
+"""
+
+from __future__ import annotations
+
+from memlens.oracle.solve import OracleResult, OracleSettings, solve
+from memlens.trace import Trace
+
+
+def _rate(hits: int, refs: int) -> float | None:
+    return None if refs == 0 else hits / refs
+
+
+def prepare(cfg, policy) -> OracleSettings:
+    """Read ``cfg.oracle``; hand the settings to an oracle policy so it replays the same plan."""
+    settings = OracleSettings.make(cfg.get("oracle"))
+    use = getattr(policy, "use_oracle_settings", None)
+    if use is not None:
+        use(settings)
+    return settings
+
+
+def section(result: OracleResult, trace: Trace, hits: int, hit_rate, applies: bool) -> dict:
+    refs = result.references
+    upper = _rate(result.upper, refs)
+    regret = None
+    if applies and upper is not None and hit_rate is not None:
+        regret = upper - hit_rate
+    streams = {}
+    for name, b in zip(trace.stream_names, result.streams, strict=True):
+        streams[name] = {
+            "oracle_upper": _rate(b.upper, b.references),
+            "oracle_lower": _rate(b.lower, b.references),
+            "upper_hits": b.upper,
+            "lower_hits": b.lower,
+            "references": b.references,
+            "upper_method": b.upper_method,
+            "lower_method": b.lower_method,
+        }
+    out = {
+        "enabled": True,
+        "applies": applies,
+        "oracle_upper": upper,
+        "oracle_lower": _rate(result.lower, refs),
+        "regret": regret,
+        "gap": _rate(result.upper - result.lower, refs),
+        "upper_hits": result.upper,
+        "lower_hits": result.lower,
+        "hits": int(hits),
+        "references": refs,
+        "upper_method": result.upper_method,
+        "solve_s": result.wall_s,
+        "cached": result.from_cache,
+        "streams": streams,
+    }
+    if not applies:
+        out["note"] = (
+            "this policy can bring items into working memory outside writes, pins and demand "
+            "fetch, so the oracle bound does not apply to it; no regret is reported"
+        )
+    return out
+
+
+def add_to_metrics(
+    metrics: dict,
+    trace: Trace,
+    budget: int,
+    demand_fetch: bool,
+    policy,
+    result,
+    settings: OracleSettings,
+) -> None:
+    """Put ``metrics["oracle"]`` and ``overall.oracle_upper`` / ``overall.regret`` in place.
+
+    ``result`` is the replay's ``SimResult``: a replay whose hook promoted retrieved items
+    (``extra["outside_oracle_class"]``) is outside the class like such a policy.
+    """
+    overall = metrics["overall"]
+    if not settings.enabled:
+        metrics["oracle"] = {"enabled": False}
+        overall["oracle_upper"] = None
+        overall["regret"] = None
+        return
+    applies = not (
+        getattr(policy, "outside_oracle_class", False)
+        or result.extra.get("outside_oracle_class", False)
+    )
+    bounds = solve(trace, budget, demand_fetch, settings)
+    sec = section(bounds, trace, overall["hits"], overall["hit_rate"], applies)
+    metrics["oracle"] = sec
+    overall["oracle_upper"] = sec["oracle_upper"] if applies else None
+    overall["regret"] = sec["regret"]

@@ -1,0 +1,167 @@
+"""Generative Agents' retrieval score as an eviction order: forget what would not be retrieved.
+
+Park, O'Brien, Cai, Morris, Liang and Bernstein, "Generative Agents: Interactive Simulacra of
+Human Behavior", UIST 2023 (arXiv:2304.03442), section 4.1.  A memory's retrieval score is
+
+    score = w_r * recency + w_i * importance + w_v * relevance
+
+with each component min-max normalised to [0, 1] over the candidate memories, and the paper's
+weights all 1.  Here the candidates are the resident, unpinned items, and the lowest score is
+evicted (ties: least recently used):
+
+* ``recency``     ``decay ** hours`` since the item was last written or needed (decay 0.995);
+* ``importance``  stands in for the LLM's 1-10 poignancy rating: the rule scorer's static value
+                  (type, content features, cost; ``memlens.features.static_value``) divided by
+                  its largest possible value under the configured boosts;
+* ``relevance``   cosine similarity between the item's text and the latest request's text,
+                  with TF-IDF vectors (scikit-learn) computed once per trace.  Before a stream's
+                  first request every relevance is 0.
+
+The released code differs (see ``conf/policy/generative_agents.yaml``): it decays recency by
+the memory's rank in last-access order (``0.995 ** rank``) rather than by hours, and weights
+the components 0.5 (recency), 3 (relevance) and 2 (importance).  We follow the paper.
+
+Offline stand-ins, said plainly: the IDF statistics are those of the whole trace (texts, never
+needs), and importance is a rule, not a language model.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from memlens.policies.scan import ScanPolicy
+
+from memlens.features import static_value, type_array
+from memlens.policy import PolicyContext
+
+_VECTORS_KEY = "_memlens_tfidf_rows"
+
+
+def tfidf_rows(trace) -> tuple[list[dict[int, float]], list[dict[int, float]]]:
+    """L2-normalised TF-IDF vectors of every item and request text, as {term: weight} dicts.
+
+    Cached on the trace: the vectoriser runs once however many policies and budgets replay it.
+    """
+    cached = trace.__dict__.get(_VECTORS_KEY)
+    if cached is None:
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        texts = trace.item_text + trace.req_text
+        if any(t.strip() for t in texts):
+            try:
+                x = TfidfVectorizer(sublinear_tf=True).fit_transform(texts).tocsr()
+            except ValueError:  # only stop words / one-letter tokens: no vocabulary
+                x = None
+        else:
+            x = None
+        if x is None:
+            rows = [{} for _ in texts]
+        else:
+            ind, dat, ptr = x.indices.tolist(), x.data.tolist(), x.indptr.tolist()
+            rows = [dict(zip(ind[a:b], dat[a:b])) for a, b in zip(ptr[:-1], ptr[1:])]
+        cached = (rows[: trace.n_items], rows[trace.n_items :])
+        trace.__dict__[_VECTORS_KEY] = cached
+    return cached
+
+
+class GenerativeAgents(ScanPolicy):
+    name = "generative_agents"
+
+    def __init__(
+        self,
+        w_recency: float = 1.0,
+        w_importance: float = 1.0,
+        w_relevance: float = 1.0,
+        recency_decay: float = 0.995,
+        normalize: bool = True,
+        type_base: dict[str, float] | None = None,
+        boosts: dict[str, float] | None = None,
+        cost_threshold: float = 0.01,
+        cost_boost: float = 0.15,
+    ):
+        if not 0.0 < recency_decay <= 1.0:
+            raise ValueError("generative_agents: recency_decay must be in (0, 1]")
+        self.w_recency, self.w_importance = float(w_recency), float(w_importance)
+        self.w_relevance = float(w_relevance)
+        self.log_decay_per_s = math.log(recency_decay) / 3600.0
+        self.normalize = bool(normalize)
+        self.type_base = dict(type_base or {"user_input": 0.7, "tool_result": 0.6,
+                                            "agent_state": 0.5, "llm_thought": 0.4})  # fmt: skip
+        self.boosts = dict(boosts or {})
+        self.cost_threshold, self.cost_boost = float(cost_threshold), float(cost_boost)
+
+    def prepare(self, trace) -> None:
+        value = static_value(trace, self.type_base, self.boosts, self.cost_threshold,
+                             self.cost_boost)  # fmt: skip
+        b = {"error": 0.2, "conclusion": 0.15, "numbers": 0.05, "identifiers": 0.05,
+             "entities": 0.05, "length": 0.05, **self.boosts}  # fmt: skip
+        top = type_array(self.type_base).max() + self.cost_boost
+        top += sum(max(0.0, float(v)) for k, v in b.items() if k != "length_ref_tokens")
+        self._importance = np.clip(value / top, 0.0, 1.0).tolist()
+        self._item_vec, self._req_vec = tfidf_rows(trace)
+
+    def reset(self, ctx: PolicyContext) -> None:
+        super().reset(ctx)
+        # recency = decay ** hours = c(t) * rho_i with rho_i = exp(-k * (accessed_i - t0)): the
+        # common factor c(t) cancels under min-max normalisation, so only rho is kept
+        events = ctx.trace.stream_events[ctx.stream]
+        self._t0 = self._t[int(events[0])] if len(events) else 0.0
+        self._rho: dict[int, float] = {}
+        self._query: dict[int, float] = {}  # the latest request's vector
+        self._rel: dict[int, float] = {}  # non-zero relevances of candidates to the latest request
+
+    def relevance(self, item: int) -> float:
+        """Cosine similarity of the item's text to the latest request's text."""
+        q = self._query
+        vec = self._item_vec[item]
+        if not q or q.keys().isdisjoint(vec):  # short texts: usually disjoint, decided in C
+            return 0.0
+        return sum(w * q[term] for term, w in vec.items() if term in q)
+
+    def insert(self, item: int, now: int) -> None:
+        super().insert(item, now)
+        self._rho[item] = math.exp(-self.log_decay_per_s * (self._t[now] - self._t0))
+        q = self._query
+        if q and not q.keys().isdisjoint(self._item_vec[item]):
+            self._rel[item] = self.relevance(item)
+
+    def observe(self, request: int, now: int) -> None:
+        super().observe(request, now)
+        q = self._query = self._req_vec[request]
+        # only non-zero relevances are stored; a missing entry means 0
+        rel: dict[int, float] = {}
+        if q:
+            disjoint = q.keys().isdisjoint
+            item_vec = self._item_vec
+            for i in self._res:
+                vec = item_vec[i]
+                if not disjoint(vec):
+                    rel[i] = sum(w * q[term] for term, w in vec.items() if term in q)
+        self._rel = rel
+
+    def unpin(self, item: int) -> None:
+        super().unpin(item)
+        if item in self._res:
+            self._rel[item] = self.relevance(item)
+
+    def used(self, item: int, now: int) -> None:
+        self._rho[item] = math.exp(-self.log_decay_per_s * (self._t[now] - self._t0))
+
+    def scores(self, items: list[int], t: float) -> list[float]:
+        rho, importance, rel_of = self._rho, self._importance, self._rel
+        rec = [rho[i] for i in items]
+        if not self.normalize:  # then the common factor matters: recency = c(t) * rho
+            c = math.exp(self.log_decay_per_s * (t - self._t0))
+            rec = [c * r for r in rec]
+        imp = [importance[i] for i in items]
+        get = rel_of.get
+        rel = [get(i, 0.0) for i in items]
+        wr, wi, wv = self.w_recency, self.w_importance, self.w_relevance
+        if self.normalize:
+            # min-max normalisation is affine: only the slopes matter for the ranking, so
+            # scale each weight by 1 / range (a component without spread counts for nothing)
+            wr, wi, wv = (w / r if r > 1e-12 else 0.0
+                          for w, r in ((wr, max(rec) - min(rec)), (wi, max(imp) - min(imp)),
+                                       (wv, max(rel) - min(rel))))  # fmt: skip
+        return [wr * a + wi * b + wv * c for a, b, c in zip(rec, imp, rel)]

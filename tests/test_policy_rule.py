@@ -1,0 +1,243 @@
+"""The rule scorer: hand-computed cases of its distinctive behaviour, and a property test
+against a second, deliberately naive implementation (rescan every resident item per victim)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memlens.features import static_value
+from memlens.policies.lru import LRU
+from memlens.policies.rule import RuleScorer
+from memlens.policies.window import SlidingWindow
+from memlens.policy import ADMIT_FETCH, Policy
+from policy_cases import NOTE, PIN, UNPIN, Run, R, W, random_events
+
+NO_BOOSTS = {"error": 0.0, "conclusion": 0.0, "numbers": 0.0, "identifiers": 0.0,
+             "entities": 0.0, "length": 0.0}  # fmt: skip
+
+
+def plain(**kw) -> RuleScorer:
+    """Type base and decay only (boosts off) so the values are easy to compute by hand."""
+    kw.setdefault("boosts", NO_BOOSTS)
+    kw.setdefault("cost_boost", 0.0)
+    kw.setdefault("admit_threshold", 0.0)
+    return RuleScorer(**kw)
+
+
+def test_expensive_tool_result_outlives_cheap_thoughts():
+    # tool result: 0.6 + 0.15 (cost 0.5 > 0.01) = 0.75; thoughts 0.4.  Budget: 3 items.
+    events = [W("tool", 0, "tool_result", cost=0.5)]
+    events += [W(f"th{k}", k, "llm_thought") for k in range(1, 6)]
+    events += [R("q", 6, ["tool"])]
+    rule = Run(events, plain(cost_boost=0.15), budget=300)
+    # the older thought has decayed more, so thoughts go oldest first; the tool result stays
+    assert rule.evicted == ["th1", "th2", "th3"]
+    assert rule.hits("q") == [True]
+    for recency in (LRU(), SlidingWindow()):
+        run = Run(events, recency, budget=300)
+        assert run.evicted[0] == "tool"
+        assert run.hits("q") == [False]
+
+
+def test_decayed_thought_goes_first():
+    # thought with an error word: 0.4 + 0.2 = 0.6 at its write; agent state 0.5
+    boosts = {**NO_BOOSTS, "error": 0.2}
+    early = [W("thought", 0, "llm_thought", text="error: timeout"), W("state", 1, "agent_state"),
+             W("new", 2, "user_input")]  # fmt: skip
+    # 2 s later the thought is still worth ~0.6 > 0.5: the state goes
+    assert Run(early, plain(boosts=boosts), budget=200).evicted == ["state"]
+    # ten minutes later (five 2-minute half-lives) the thought is worth 0.6 / 32 = 0.019,
+    # the state 0.5 / 2 = 0.25: the thought goes although it started higher
+    late = [W("thought", 0, "llm_thought", text="error: timeout"), W("state", 1, "agent_state"),
+            W("new", 601, "user_input")]  # fmt: skip
+    assert Run(late, plain(boosts=boosts), budget=200).evicted == ["thought"]
+
+
+def test_value_formula_by_hand():
+    events = [W("a", 0, "tool_result", text="error: failed #42"), W("b", 0, "user_input")]
+    run = Run(events, plain(boosts={**NO_BOOSTS, "error": 0.2, "numbers": 0.05}), budget=1000)
+    p = run.policy
+    a = run.trace.item_index["a"]
+    # base 0.6 + error 0.2 + number 0.05 = 0.85; tool half-life 10 min
+    assert p.value(a, 0.0) == pytest.approx(0.85)
+    assert p.value(a, 600.0) == pytest.approx(0.425)
+    assert p.value(a, 1e6) == pytest.approx(0.02)  # the tool_result floor
+
+
+def test_use_restarts_decay_and_boosts():
+    # two thoughts of equal value; the older one is needed at t=100, so the newer one goes
+    events = [W("old", 0), W("young", 50), R("q", 100, ["old"]), W("x", 101, "user_input")]
+    run = Run(events, plain(), budget=200)
+    assert run.evicted == ["young"]
+    p = run.policy
+    old = run.trace.item_index["old"]
+    assert p.value(old, 100.0) == pytest.approx(0.5)  # 0.4 + one use * 0.1, no decay yet
+
+
+def test_pinned_item_survives():
+    # a cheap, fast-decaying thought pinned by a person outlives valuable user inputs
+    events = [W("thought", 0), PIN("thought", 1)]
+    events += [W(f"u{k}", 10 * k, "user_input") for k in range(1, 6)]
+    events += [R("q", 100, ["thought"])]
+    run = Run(events, plain(), budget=300)
+    assert "thought" not in run.evicted
+    assert run.evicted == ["u1", "u2", "u3"]
+    assert run.hits("q") == [True]
+    # once unpinned it is the least valuable item and goes first
+    after = events + [UNPIN("thought", 101), W("u9", 102, "user_input")]
+    assert Run(after, plain(), budget=300).evicted[-1] == "thought"
+
+
+def test_annotation_overrides_until_next_annotation():
+    base = [W("u", 0, "user_input"), W("th", 1)]
+    # a person says the user input is worthless: it goes before the thought
+    low = base + [NOTE("u", 2, value=0.0), W("x", 3, "user_input")]
+    assert Run(low, plain(), budget=200).evicted == ["u"]
+    # a note alone does not lift the override
+    noted = base + [NOTE("u", 2, value=0.0), NOTE("u", 2, note="checked"), W("x", 3, "user_input")]
+    assert Run(noted, plain(), budget=200).evicted == ["u"]
+    # the next annotation with a value replaces it: now the thought is the cheapest
+    again = base + [NOTE("u", 2, value=0.0), NOTE("u", 2, value=0.9), W("x", 3, "user_input")]
+    assert Run(again, plain(), budget=200).evicted == ["th"]
+    # an annotated value does not decay: a day later it still beats a fresh thought
+    kept = [W("th0", 0), NOTE("th0", 0, value=0.45), W("th1", 86400), W("th2", 86400)]
+    assert Run(kept, plain(), budget=200).evicted == ["th1"]
+
+
+def test_admission_threshold_sends_cheap_writes_to_short_term_cache():
+    events = []
+    for k in range(20):
+        events.append(W(f"u{k}", 3 * k, "user_input", tokens=50))
+        events.append(W(f"t{k}", 3 * k + 1, "llm_thought", tokens=50))
+        events.append(R(f"q{k}", 3 * k + 2, [f"u{k}"]))
+    # use_boost off: with it, the used inputs would outrank each fresh one (see the next test)
+    selective = Run(events, plain(admit_threshold=0.5, use_boost=0.0), budget=400)
+    everything = Run(events, plain(admit_threshold=0.0, use_boost=0.0), budget=400)
+    assert selective.bypassed == [f"t{k}" for k in range(20)]
+    assert selective.metrics["hit_rate"] == everything.metrics["hit_rate"] == 1.0
+    # it holds only the user inputs: 50 tokens more per request, up to the budget
+    assert selective.metrics["mean_context_tokens"] < everything.metrics["mean_context_tokens"]
+    assert max(selective.result.context_tokens) == 400
+
+
+def test_used_items_outrank_fresh_ones_of_their_type():
+    # u0 was needed at t=1 (0.7 + 0.1); u1 (0.7, written at t=2) is the least valuable at t=3
+    events = [W("u0", 0, "user_input"), R("q", 1, ["u0"]), W("u1", 2, "user_input"),
+              W("u2", 3, "user_input")]  # fmt: skip
+    assert Run(events, plain(), budget=200).evicted == ["u1"]
+    # without the use boost only recency separates them: u0 (last used at t=1) goes
+    assert Run(events, plain(use_boost=0.0), budget=200).evicted == ["u0"]
+
+
+def test_fetched_items_are_admitted_by_default():
+    events = [W("t", 0), R("q", 1, ["t"]), R("q2", 2, ["t"])]
+    run = Run(events, plain(admit_threshold=0.9), budget=400, demand_fetch=True)
+    assert run.bypassed == ["t"]
+    assert run.hits("q2") == [True]
+    strict = Run(events, plain(admit_threshold=0.9, admit_fetched=False), budget=400,
+                 demand_fetch=True)  # fmt: skip
+    assert strict.hits("q2") == [False]
+
+
+def test_bad_parameters_are_rejected():
+    with pytest.raises(ValueError, match="half_life_hours"):
+        RuleScorer(half_life_hours={"user_input": 1.0})
+    with pytest.raises(ValueError, match="floor"):
+        RuleScorer(floor={"user_input": 0, "llm_thought": 1, "tool_result": 1, "agent_state": 1})
+
+
+# --------------------------------------------------------------------- naive twin
+class NaiveRule(Policy):
+    """The same semantics as RuleScorer, computed the obvious way: every victim choice scans
+    every resident item and evaluates the value formula directly."""
+
+    name = "naive-rule"
+
+    def __init__(self, **kw):
+        self.p = RuleScorer(**kw)  # borrows only the constants
+
+    def reset(self, ctx):
+        super().reset(ctx)
+        tr = ctx.trace
+        p = self.p
+        self.base = static_value(tr, p.type_base, p.boosts, p.cost_threshold, p.cost_boost)
+        self.res, self.pinned = set(), set()
+        self.uses, self.anchor, self.last, self.override = {}, {}, {}, {}
+
+    def value(self, i, t):
+        if i in self.override:
+            return self.override[i]
+        p, ty = self.p, int(self.ctx.trace.item_type[i])
+        b = self.base[i] + min(p.use_cap, p.use_boost * self.uses.get(i, 0))
+        return max(p.floor[ty], b * math.exp(-p.lam[ty] * (t - self.anchor[i])))
+
+    def admit(self, i, now, reason):
+        t = float(self.ctx.trace.ev_t[now])
+        if reason != ADMIT_FETCH or not self.p.admit_fetched:
+            if i not in self.override and reason != ADMIT_FETCH:
+                v = self.base[i] + min(self.p.use_cap, self.p.use_boost * self.uses.get(i, 0))
+            else:
+                v = self.value(i, t)
+            if v < self.p.admit_threshold:
+                return False
+        self.insert(i, now)
+        return True
+
+    def insert(self, i, now):
+        self.res.add(i)
+        self.anchor[i] = float(self.ctx.trace.ev_t[now])
+        self.last[i] = now
+
+    def observe(self, r, now):
+        for i in self.ctx.trace.needs_of(r).tolist():
+            self.uses[i] = self.uses.get(i, 0) + 1
+            self.anchor[i] = float(self.ctx.trace.ev_t[now])
+            self.last[i] = now
+
+    def victims(self, excess, now):
+        t = float(self.ctx.trace.ev_t[now])
+        out, freed = [], 0
+        while freed < excess:
+            cands = [i for i in self.res if i not in self.pinned]
+            if not cands:
+                break
+            i = min(cands, key=lambda i: (self.value(i, t), self.last[i], i))
+            self.res.discard(i)
+            out.append(i)
+            freed += int(self.ctx.trace.item_tokens[i])
+        return out
+
+    def pin(self, i):
+        self.pinned.add(i)
+
+    def unpin(self, i):
+        self.pinned.discard(i)
+
+    def annotate(self, i, value, note, now):
+        if value is not None:
+            self.override[i] = value
+
+
+@settings(max_examples=150, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+@given(events=random_events(), budget=st.sampled_from([1, 40, 100, 250]),
+       demand_fetch=st.booleans(), threshold=st.sampled_from([0.0, 0.5, 0.75]),
+       fetched=st.booleans())  # fmt: skip
+def test_heaps_agree_with_naive_rescan(events, budget, demand_fetch, threshold, fetched):
+    kw = {"admit_threshold": threshold, "admit_fetched": fetched}
+    fast = Run(events, RuleScorer(**kw), budget, demand_fetch=demand_fetch)
+    naive = Run(events, NaiveRule(**kw), budget, demand_fetch=demand_fetch)
+    assert fast.moves == naive.moves
+    assert fast.result.need_hit.tolist() == naive.result.need_hit.tolist()
+
+
+def test_stale_heap_entries_are_compacted():
+    # one resident item needed 10,000 times: without compaction its heap would hold 10,000
+    events = [W("a", 0, "user_input")] + [R(f"q{k}", k + 1, ["a"]) for k in range(10_000)]
+    run = Run(events, RuleScorer(), budget=1000)
+    p = run.policy
+    assert sum(map(len, p._active)) + len(p._static) <= 2 * 1 + 4096 + 1
