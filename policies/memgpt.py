@@ -17,7 +17,8 @@ In MemLens:
   ``evict_fraction`` of the budget is freed *and* the context including the new summary fits;
 * the summary is modelled by its size only (``extra_tokens``, which the simulator counts in
   every request's context and against the budget): ``ceil(summary_ratio * (old summary +
-  evicted tokens))``.  It is lossy: an item that went into the summary is a miss when needed;
+  evicted tokens))``, truncated to what pinned items leave of the budget (pins outrank it).
+  It is lossy: an item that went into the summary is a miss when needed;
 * crossing the pressure fraction is counted in ``pressure_warnings`` (it changes nothing by
   itself: what the agent saves on a warning is the agent's decision, not the policy's).
 
@@ -36,6 +37,7 @@ from memlens.policy import Policy, PolicyContext
 
 class MemGPT(Policy):
     name = "memgpt"
+    _summary = 0  # (before the first reset: no summary)
 
     def __init__(
         self,
@@ -60,10 +62,18 @@ class MemGPT(Policy):
         self._queue: OrderedDict[int, None] = OrderedDict()
         self._pinned: set[int] = set()
         self._used = 0  # tokens of resident items, pinned included
+        self._pinned_tok = 0
+        self._summary = 0  # size of the recursive summary
         self._under_pressure = False
-        self.extra_tokens = 0  # the recursive summary
         self.pressure_warnings = 0
         self.flushes = 0
+
+    @property
+    def extra_tokens(self) -> int:  # type: ignore[override]
+        """The summary's tokens in working memory: what pinned items leave of the budget."""
+        if not self._summary:
+            return 0
+        return min(self._summary, max(0, self.ctx.budget - self._pinned_tok))
 
     def _check_pressure(self) -> None:
         over = self._used + self.extra_tokens >= self.pressure_fraction * self.ctx.budget
@@ -79,7 +89,7 @@ class MemGPT(Policy):
 
     def victims(self, excess: int, now: int) -> list[int]:
         budget = self.ctx.budget
-        summary = self.extra_tokens
+        summary = self._summary
         used = self._used
         target = self.evict_fraction * budget
         ratio = self.summary_ratio
@@ -96,15 +106,17 @@ class MemGPT(Policy):
             if evicted >= target and used - evicted + new_summary <= budget:
                 break
         self._used = used - evicted
-        self.extra_tokens = new_summary
+        self._summary = new_summary
         self.flushes += 1
         self._check_pressure()
         return out
 
     def pin(self, item: int) -> None:
         self._pinned.add(item)
+        self._pinned_tok += self._tok[item]
         self._queue.pop(item, None)
 
     def unpin(self, item: int) -> None:
         self._pinned.discard(item)
+        self._pinned_tok -= self._tok[item]
         self._queue[item] = None  # back in the queue as its newest message

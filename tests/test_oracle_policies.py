@@ -80,7 +80,8 @@ def test_metrics_carry_bounds_regret_and_disk_cache(traces, tmp_path):
     cfg = _cfg(tmp_path)
     lru = replay(cfg, t, policy_config("lru"), 700).metrics
     sec = lru["oracle"]
-    assert sec["applies"] and not sec["cached"] and sec["upper_method"] == "lp"
+    assert sec["applies"] and sec["upper_method"] == "lp"
+    assert lru["timing"]["oracle_cached"] is False
     refs = lru["overall"]["references"]
     assert sec["upper_hits"] / refs == pytest.approx(lru["overall"]["oracle_upper"])
     assert lru["overall"]["regret"] == pytest.approx(
@@ -91,7 +92,7 @@ def test_metrics_carry_bounds_regret_and_disk_cache(traces, tmp_path):
     assert len(files) == 1 and files[0].suffix == ".npz"  # no temporary file left behind
     # policy=oracle in a run: reads the cached plan, scores oracle_lower, regret = the gap
     orc = replay(cfg, t, policy_config("oracle"), 700).metrics
-    assert orc["oracle"]["cached"]
+    assert orc["timing"]["oracle_cached"] is True
     assert orc["overall"]["hits"] == sec["lower_hits"]
     assert orc["overall"]["regret"] == pytest.approx(sec["gap"])
     # another budget is another cache entry; a fresh process reads the file, same numbers
@@ -131,3 +132,9 @@ def test_bad_oracle_setting_is_an_error_naming_it():
         OracleSettings.make({"lp_max_refs": 5})
     with pytest.raises(ValueError, match="method"):
         OracleSettings.make({"method": "magic"})
+
+
+def test_code_defaults_match_conf_base_yaml():
+    # policy=oracle outside a run falls back to the code defaults: they must be the config's
+    base = OmegaConf.load(CONF_DIR / "base.yaml")
+    assert OracleSettings.make(base.oracle) == OracleSettings()

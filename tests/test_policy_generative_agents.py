@@ -7,11 +7,11 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from memlens.policies.generative_agents import GenerativeAgents, tfidf_rows
 from memlens.policies.lru import LRU
+from policy_cases import R, Run, W, random_events
+
 from memlens.trace_io import trace_from_events
-from policy_cases import Run, R, W, random_events
 
 
 def test_relevant_memory_outlives_more_recent_irrelevant_ones():

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from memlens.policies.lfu import LFU
 from memlens.policies.lru import LRU
+from policy_cases import PIN, UNPIN, R, Run, W, random_events
+
 from memlens.policy import Policy
-from policy_cases import PIN, UNPIN, Run, R, W, random_events
 
 
 def test_frequency_beats_recency():
@@ -27,13 +27,20 @@ def test_ties_go_to_the_least_recently_used():
 
 
 def test_counts_are_forgotten_on_eviction():
-    events = [W("a", 0), R("q1", 1, ["a"]), R("q2", 2, ["a"]),  # a=3
-              W("b", 3), R("q3", 4, ["b"]), R("q4", 5, ["b"]), R("q5", 6, ["b"]),  # b=4
-              W("c", 7),  # c=1: evicted at once
-              PIN("c", 8),  # forced back in and pinned: a (3) goes
-              UNPIN("c", 9),
-              R("q6", 10, ["a"]),  # a fetched back: count 1 again; c (1, older) goes
-              W("d", 11)]  # a=1 (older than d) goes: its old count 3 was forgotten
+    events = [
+        W("a", 0),
+        R("q1", 1, ["a"]),
+        R("q2", 2, ["a"]),  # a=3
+        W("b", 3),
+        R("q3", 4, ["b"]),
+        R("q4", 5, ["b"]),
+        R("q5", 6, ["b"]),  # b=4
+        W("c", 7),  # c=1: evicted at once
+        PIN("c", 8),  # forced back in and pinned: a (3) goes
+        UNPIN("c", 9),
+        R("q6", 10, ["a"]),  # a fetched back: count 1 again; c (1, older) goes
+        W("d", 11),
+    ]  # a=1 (older than d) goes: its old count 3 was forgotten
     # fmt: skip
     run = Run(events, LFU(), budget=200, demand_fetch=True)
     assert run.evicted == ["c", "a", "c", "a"]

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from memlens.policies.memgpt import MemGPT
-from policy_cases import PIN, Run, R, W, random_events
+from policy_cases import PIN, R, Run, W, random_events
 
 
 def writes(n, start=1, tokens=100):
@@ -71,6 +70,18 @@ def test_pinned_item_never_goes_into_the_summary():
     assert "i1" not in run.evicted
     assert run.evicted[0] == "i2"
     assert run.hits("q") == [True]
+
+
+def test_pins_squeeze_the_summary_out():
+    events = writes(11)  # flush at i11: summary 50, i6..i11 resident (600)
+    events += [W("w", 12, tokens=300)]  # 900 + 50
+    events += [PIN(f"i{k}", 13) for k in range(6, 12)] + [PIN("w", 13)]  # 900 pinned
+    events += [R("q1", 14, ["w"])]
+    events += [PIN("i1", 15)]  # forced back in: pins alone fill the budget (1000)
+    events += [R("q2", 16, ["i1"])]
+    run = Run(events, MemGPT(), budget=1000)
+    assert run.result.context_tokens.tolist() == [950, 1000]  # summary 50, then squeezed to 0
+    assert run.policy.extra_tokens == 0
 
 
 def test_bad_parameters_are_rejected():

@@ -7,10 +7,9 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from memlens.policies.lru import LRU
 from memlens.policies.memoryos_heat import MemoryOSHeat
-from policy_cases import Run, R, W, random_events
+from policy_cases import R, Run, W, random_events
 
 H = 3600.0
 

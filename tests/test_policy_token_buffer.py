@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from memlens.policies.token_buffer import ConversationTokenBuffer
 from memlens.policies.window import SlidingWindow
+from policy_cases import R, Run, W, random_events
+
 from memlens.simulator import simulate
-from policy_cases import Run, R, W, random_events
 
 
 def test_drops_oldest_until_it_fits():

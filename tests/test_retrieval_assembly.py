@@ -274,3 +274,21 @@ def test_invariants_on_random_traces(seed, wm, budget, stc, promote, prefetch, t
     if strategy in ("none", "pointer"):
         assert rec.need_lost.sum() == 0
     assert bool(res.extra.get("outside_oracle_class")) == promote
+
+
+def test_query_enrichment_with_goal_and_last_action():
+    from memlens.retrieval.query import plan_requests
+
+    tr = trace(
+        iw("goal", [0.0, 1.0], type_="user_input", task="T"),  # the task's first user input
+        iw("target", [0.6, 0.8], task="T"),
+        iw("other", [1.0, 0.0], task="T"),
+        iw("fill", [-1.0, 0.0], task="T"),  # the last write before the request
+        ir("r", [1.0, 0.0], "target"),
+    )  # fmt: skip
+    plan = plan_requests(tr)
+    assert plan.task == ["T"] and plan.goal_item.tolist() == [0] and plan.last_item.tolist() == [3]
+    _, plain = run(tr, k=1, budget=4)
+    assert got(tr, plain) == ["other"]  # the request text alone points at "other"
+    _, enriched = run(tr, k=1, budget=4, goal_weight=1.0)  # query (1, 1)/sqrt(2): target wins
+    assert got(tr, enriched) == ["target"]

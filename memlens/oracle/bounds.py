@@ -13,9 +13,9 @@ the LP has an integral optimum, and the bound is exactly Belady's MIN.
 
 The capacity rows are written in differenced form: ``row_k - row_{k-1}`` with a slack per check
 point, so each gap variable appears in two rows (+size where it starts, -size where it stops)
-instead of one row per check point it covers.  The matrix is then a network matrix (plus the
-nesting rows) with O(gaps + points) non-zeros, which HiGHS solves in seconds at 100k
-references.
+instead of one row per check point it covers.  The matrix is then a network matrix (plus one
+row per nesting chain, see ``lp_upper``) with O(gaps + points) non-zeros, which HiGHS solves
+in seconds at 100k references.
 
 ``relaxed_upper`` (PFOO-L style): summing the capacity rows over every post-event state of the
 stream gives one knapsack row ``sum size*length*y <= sum capacity``; dropping the nesting rows
@@ -75,26 +75,76 @@ def _matrices(model: GapModel):
     return A_eq, b_eq, A_ub
 
 
+def _chains(model: GapModel) -> tuple[np.ndarray, np.ndarray]:
+    """Per gap: the first gap of its nesting chain, and its position in the chain (1-based)."""
+    G = model.n_gaps
+    head = np.arange(G, dtype=np.int64)
+    depth = np.ones(G, dtype=np.int64)
+    prev = model.prev.tolist()
+    for g in range(G):  # a gap's predecessor always comes first
+        p = prev[g]
+        if p >= 0:
+            head[g] = head[p]
+            depth[g] = depth[p] + 1
+    return head, depth
+
+
 def lp_upper(model: GapModel) -> tuple[int, np.ndarray]:
-    """Integer upper bound on the stream's hits and the LP's fractional gap values."""
+    """Integer upper bound on the stream's hits and the LP's fractional gap values.
+
+    Solved in *chain* form, equivalent to the gap form with nesting rows: for a nesting chain
+    g1 -> g2 -> ... (one item between two free starts) the variable ``d_m = y_m - y_{m+1}``
+    means "kept from the chain's start through its m-th gap, then dropped": an interval (two
+    non-zeros in the differenced capacity rows) worth ``m`` hits, with ``sum_m d_m <= 1`` per
+    chain.  That replaces one nesting row per gap by one row per chain and solves about 40%
+    faster without demand fetch; with demand fetch every chain has one gap and nothing changes.
+    """
     G = model.n_gaps
     if G == 0:
         return model.forced_hits, np.zeros(0)
     K = model.points.shape[0]
-    A_eq, b_eq, A_ub = _matrices(model)
-    c = np.concatenate([-np.ones(G), np.zeros(K)])
-    ub = np.concatenate([np.ones(G), np.full(K, np.inf)])
+    head, depth = _chains(model)
+    size = model.size.astype(np.float64)
+    inner = model.k_end < K
+    A_eq = sp.csr_matrix(
+        (
+            np.concatenate([size, -size[inner], np.ones(K), -np.ones(K - 1)]),
+            (
+                np.concatenate(
+                    [model.k_start[head], model.k_end[inner], np.arange(K), np.arange(1, K)]
+                ),
+                np.concatenate(
+                    [np.arange(G), np.flatnonzero(inner), G + np.arange(K), G + np.arange(K - 1)]
+                ),
+            ),
+        ),
+        shape=(K, G + K),
+    )
+    b_eq = np.diff(model.capacity.astype(np.float64), prepend=0.0)
     kw = {}
-    if A_ub.shape[0]:
-        kw = {"A_ub": A_ub, "b_ub": np.zeros(A_ub.shape[0])}
+    long_chain = np.bincount(head, minlength=G)[head] > 1
+    if long_chain.any():
+        members = np.flatnonzero(long_chain)
+        _, row = np.unique(head[members], return_inverse=True)
+        n_rows = int(row.max()) + 1
+        kw = {
+            "A_ub": sp.csr_matrix((np.ones(members.size), (row, members)), shape=(n_rows, G + K)),
+            "b_ub": np.ones(n_rows),
+        }
+    ub = np.concatenate([np.ones(G), np.full(K, np.inf)])
     res = linprog(
-        c, A_eq=A_eq, b_eq=b_eq, bounds=np.stack([np.zeros(G + K), ub], axis=1),
-        method="highs", **kw,
+        np.concatenate([-depth.astype(np.float64), np.zeros(K)]), A_eq=A_eq, b_eq=b_eq,
+        bounds=np.stack([np.zeros(G + K), ub], axis=1), method="highs", **kw,
     )  # fmt: skip
     if res.status != 0:
         raise OracleSolveError(f"stream {model.stream}: LP not solved ({res.message})")
-    y = np.clip(res.x[:G], 0.0, 1.0)
-    return model.forced_hits + _tolerant_floor(-res.fun, G), y
+    d = np.clip(res.x[:G], 0.0, 1.0)
+    y = d.copy()  # y_g = sum of d over g and its successors in the chain
+    prev = model.prev.tolist()
+    for g in range(G - 1, -1, -1):
+        if prev[g] >= 0:
+            y[prev[g]] += y[g]
+    return model.forced_hits + _tolerant_floor(-res.fun, G), np.clip(y, 0.0, 1.0)
 
 
 def milp_schedule(model: GapModel, node_limit: int) -> np.ndarray | None:

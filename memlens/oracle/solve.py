@@ -37,8 +37,8 @@ class OracleSettings:
     enabled: bool = True
     method: str = "auto"  # auto | lp | relaxed
     lp_max_references: int = 200_000  # auto: larger streams use the relaxed bound
-    milp_max_gaps: int = 400  # streams with at most this many gaps also try the integer optimum
-    milp_node_limit: int = 2_000  # branch-and-bound nodes (deterministic, unlike a time limit)
+    milp_max_gaps: int = 150  # streams with at most this many gaps also try the integer optimum
+    milp_node_limit: int = 500  # branch-and-bound nodes (deterministic, unlike a time limit)
     cache: bool = True  # cache results on disk
     cache_dir: str | None = None  # None: $MEMLENS_CACHE/oracle or ~/.cache/memlens/oracle
 
