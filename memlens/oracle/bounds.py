@@ -147,11 +147,16 @@ def lp_upper(model: GapModel) -> tuple[int, np.ndarray]:
     return model.forced_hits + _tolerant_floor(-res.fun, G), np.clip(y, 0.0, 1.0)
 
 
-def milp_schedule(model: GapModel, node_limit: int) -> np.ndarray | None:
-    """The integer optimum (or the best incumbent within ``node_limit``) as a 0/1 selection."""
+def milp_schedule(model: GapModel, node_limit: int) -> tuple[np.ndarray | None, int | None]:
+    """The integer program solved by HiGHS's branch and bound within ``node_limit`` nodes.
+
+    Returns the best 0/1 selection found (None if none) and an upper bound on the stream's hits
+    from HiGHS's dual bound (valid whether or not the search finished: it bounds every integer
+    solution, hence every policy; None if HiGHS gave none).
+    """
     G = model.n_gaps
     if G == 0:
-        return np.zeros(0, dtype=bool)
+        return np.zeros(0, dtype=bool), model.forced_hits
     K = model.points.shape[0]
     A_eq, b_eq, A_ub = _matrices(model)
     cons = [LinearConstraint(A_eq, b_eq, b_eq)]
@@ -164,9 +169,11 @@ def milp_schedule(model: GapModel, node_limit: int) -> np.ndarray | None:
         bounds=Bounds(np.zeros(G + K), np.concatenate([np.ones(G), np.full(K, np.inf)])),
         options={"node_limit": int(node_limit)},
     )
-    if res.x is None:
-        return None
-    return res.x[:G] > 0.5
+    dual = getattr(res, "mip_dual_bound", None)
+    bound = None
+    if dual is not None and np.isfinite(dual):
+        bound = model.forced_hits + _tolerant_floor(-float(dual), G)
+    return (None if res.x is None else res.x[:G] > 0.5), bound
 
 
 def relaxed_upper(model: GapModel) -> int:

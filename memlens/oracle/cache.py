@@ -19,7 +19,7 @@ import numpy as np
 from memlens.atomic import atomic_path
 from memlens.trace import Trace
 
-FORMAT = 1
+FORMAT = 2  # 2: MILP dual bound may tighten the upper bound of small streams
 
 
 def key(trace: Trace, budget: int, demand_fetch: bool, solver: dict) -> str:

@@ -4,10 +4,13 @@ Per stream:
 
 * ``upper``: the LP bound (``memlens.oracle.bounds.lp_upper``) when the stream has at most
   ``lp_max_references`` references (or ``method: lp``), else the time-averaged relaxation
-  (``relaxed_upper``); which one is reported as ``upper_method``.
+  (``relaxed_upper``).  Small streams (at most ``milp_max_gaps`` gaps) whose rounded schedule
+  falls short of the LP bound also run HiGHS's branch and bound: its dual bound replaces the LP
+  bound when lower (the LP's integrality gap is most of the gap between the bounds).  Which
+  bound was used is reported as ``upper_method`` (``lp``, ``milp`` or ``relaxed``).
 * ``lower``: the hits the simulator really gets replaying ``policy=oracle`` with the best of two
-  plans: the integer optimum (``milp``, streams with at most ``milp_max_gaps`` gaps) or the
-  rounded LP schedule, and the empty plan (pure Belady-Size).  The replay is done here with the
+  plans: the MILP's incumbent or the rounded LP schedule (whichever keeps more), and the empty
+  plan (pure Belady-Size).  The replay is done here with the
   reference simulator, so ``oracle_lower`` is by construction what ``policy=oracle`` scores.
 
 Results are memoised in the process and cached on disk (``memlens.oracle.cache``), keyed by
@@ -70,7 +73,7 @@ class StreamBound:
     upper: int
     lower: int
     references: int
-    upper_method: str  # lp | relaxed
+    upper_method: str  # lp | milp (HiGHS dual bound, small streams) | relaxed
     lower_method: str  # milp | lp-round | belady
     gaps: int
     solve_s: float
@@ -162,6 +165,7 @@ def _compute(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSett
         )
         selected = np.zeros(model.n_gaps, dtype=bool)
         lower_method = "belady"
+        upper_method = "lp" if use_lp else "relaxed"
         if use_lp:
             upper, y = lp_upper(model)
             selected = round_schedule(model, y)
@@ -170,10 +174,12 @@ def _compute(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSett
                 0 < model.n_gaps <= settings.milp_max_gaps
                 and selected.sum() + model.forced_hits < upper
             ):
-                exact = milp_schedule(model, settings.milp_node_limit)
+                exact, dual_bound = milp_schedule(model, settings.milp_node_limit)
                 if exact is not None and schedule_load_ok(model, exact):
                     if exact.sum() > selected.sum():
                         selected, lower_method = exact, "milp"
+                if dual_bound is not None and dual_bound < upper:
+                    upper, upper_method = dual_bound, "milp"
             if not schedule_load_ok(model, selected):
                 raise OracleSolveError(f"stream {s}: rounded schedule infeasible (oracle bug)")
         else:
@@ -183,7 +189,7 @@ def _compute(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSett
                 upper=int(upper),
                 lower=int(selected.sum()) + model.forced_hits,  # replaced by the replay below
                 references=model.n_references,
-                upper_method="lp" if use_lp else "relaxed",
+                upper_method=upper_method,
                 lower_method=lower_method,
                 gaps=model.n_gaps,
                 solve_s=time.perf_counter() - t0,
