@@ -50,14 +50,25 @@ def best_of(fn, repeats: int = 3):
 
 def memlens_row(trace, policy_cls, engine, budget, demand_fetch, label):
     def go():
-        return simulate(trace, policy_cls(), budget=budget, demand_fetch=demand_fetch,
-                        engine=engine, progress=False)
+        return simulate(
+            trace,
+            policy_cls(),
+            budget=budget,
+            demand_fetch=demand_fetch,
+            engine=engine,
+            progress=False,
+        )
 
     go()  # warm-up (numba cache load)
     wall, res = best_of(go)
     hits = compute_metrics(trace, res)["overall"]["hits"]
-    return {"workload": label, "engine": f"memlens {policy_cls.name} ({engine})",
-            "events_per_s": trace.n_events / wall, "hits": hits, "wall_s": wall}
+    return {
+        "workload": label,
+        "engine": f"memlens {policy_cls.name} ({engine})",
+        "events_per_s": trace.n_events / wall,
+        "hits": hits,
+        "wall_s": wall,
+    }
 
 
 def cachetools_row(keys, capacity, label):
@@ -77,8 +88,13 @@ def cachetools_row(keys, capacity, label):
         return hits
 
     wall, hits = best_of(go, repeats=1)
-    return {"workload": label, "engine": "cachetools.LRUCache (Python loop)",
-            "events_per_s": len(key_list) / wall, "hits": hits, "wall_s": wall}
+    return {
+        "workload": label,
+        "engine": "cachetools.LRUCache (Python loop)",
+        "events_per_s": len(key_list) / wall,
+        "hits": hits,
+        "wall_s": wall,
+    }
 
 
 def libcachesim_row(keys, capacity, label):
@@ -93,14 +109,20 @@ def libcachesim_row(keys, capacity, label):
         def go():
             params = lcs.ReaderInitParam()
             params.ignore_obj_size = True
-            reader = lcs.TraceReader(trace=str(path), trace_type=lcs.TraceType.PLAIN_TXT_TRACE,
-                                     reader_init_params=params)
+            reader = lcs.TraceReader(
+                trace=str(path), trace_type=lcs.TraceType.PLAIN_TXT_TRACE, reader_init_params=params
+            )
             miss_ratio, _ = lcs.LRU(cache_size=capacity).process_trace(reader)
             return round((1.0 - miss_ratio) * len(keys))
 
         wall, hits = best_of(go)
-    return {"workload": label, "engine": "libCacheSim LRU (C loop, incl. text parsing)",
-            "events_per_s": len(keys) / wall, "hits": hits, "wall_s": wall}
+    return {
+        "workload": label,
+        "engine": "libCacheSim LRU (C loop, incl. text parsing)",
+        "events_per_s": len(keys) / wall,
+        "hits": hits,
+        "wall_s": wall,
+    }
 
 
 def main() -> None:
@@ -123,8 +145,10 @@ def main() -> None:
         if lcs_row:
             rows.append(lcs_row)
         for r in rows[-6:]:
-            print(f"{r['workload']:<45} {r['engine']:<45} {r['events_per_s']:>12,.0f} ev/s  "
-                  f"hits={r['hits']}")
+            print(
+                f"{r['workload']:<45} {r['engine']:<45} {r['events_per_s']:>12,.0f} ev/s  "
+                f"hits={r['hits']}"
+            )
     per_stream = args.events // 8
     t0 = time.perf_counter()
     agent = trace_from_events(generate_simple(seed=0, streams=8, events_per_stream=per_stream))
@@ -147,8 +171,9 @@ def main() -> None:
         "|---|---|---:|---:|",
     ]
     for r in rows:
-        lines.append(f"| {r['workload']} | {r['engine']} | {r['events_per_s']:,.0f} | "
-                     f"{r['hits']} |")
+        lines.append(
+            f"| {r['workload']} | {r['engine']} | {r['events_per_s']:,.0f} | {r['hits']} |"
+        )
     write_text(args.out, "\n".join(lines) + "\n")
     write_text(args.out.with_suffix(".json"), json.dumps(rows, indent=2) + "\n")
     print(f"\nwritten to {args.out}")

@@ -57,15 +57,31 @@ def random_events(rng: np.random.Generator, n_events: int = 120, n_streams: int 
             ident = f"{name}-w{k}"
             have.append(ident)
             text = " ".join(rng.choice(words, size=int(rng.integers(1, 5))).tolist())
-            events.append({"event": "write", "id": ident, "stream": name, "t": t,
-                           "tokens": int(rng.integers(1, 40)),
-                           "type": ITEM_TYPES[int(rng.integers(4))],
-                           "cost": float(rng.choice([0.0, 0.001, 0.5])), "text": text})
+            events.append(
+                {
+                    "event": "write",
+                    "id": ident,
+                    "stream": name,
+                    "t": t,
+                    "tokens": int(rng.integers(1, 40)),
+                    "type": ITEM_TYPES[int(rng.integers(4))],
+                    "cost": float(rng.choice([0.0, 0.001, 0.5])),
+                    "text": text,
+                }
+            )
         elif roll < 0.85:
             n = int(rng.integers(0, min(4, len(have)) + 1))
             needs = rng.choice(have, size=n).tolist() if n else []
-            events.append({"event": "request", "id": f"{name}-r{k}", "stream": name, "t": t,
-                           "needs": needs, "text": " ".join(rng.choice(words, size=2).tolist())})
+            events.append(
+                {
+                    "event": "request",
+                    "id": f"{name}-r{k}",
+                    "stream": name,
+                    "t": t,
+                    "needs": needs,
+                    "text": " ".join(rng.choice(words, size=2).tolist()),
+                }
+            )
         elif roll < 0.92:
             target = have[int(rng.integers(len(have)))]
             kind = "unpin" if target in pinned[s] else "pin"
@@ -73,8 +89,15 @@ def random_events(rng: np.random.Generator, n_events: int = 120, n_streams: int 
             events.append({"event": kind, "target": target, "t": t})
         else:
             target = have[int(rng.integers(len(have)))]
-            events.append({"event": "annotate", "target": target, "t": t,
-                           "value": float(rng.random()), "note": "checked"})
+            events.append(
+                {
+                    "event": "annotate",
+                    "target": target,
+                    "t": t,
+                    "value": float(rng.random()),
+                    "note": "checked",
+                }
+            )
     return events
 
 

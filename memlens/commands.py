@@ -15,6 +15,8 @@ from memlens.trace_io import TraceError
 
 SUMMARY_COLUMNS = [
     "hit_rate",
+    "oracle_upper",
+    "regret",
     "request_success",
     "mean_context_tokens",
     "p95_context_tokens",
@@ -22,8 +24,19 @@ SUMMARY_COLUMNS = [
     "evictions",
     "cost_usd",
 ]
-COMPARE_COLUMNS = ["trace", "policy", "budget", *SUMMARY_COLUMNS, "oracle_upper", "regret"]
-COMPARE_COLUMNS += ["events_per_s"]
+RETRIEVAL_COLUMNS = [
+    "context_recall",
+    "retrieval_precision",
+    "mean_context_tokens_total",
+    "cost_usd_total",
+]
+
+
+def summary_columns(cfg: DictConfig) -> list[str]:
+    """Metric columns to show: retrieval ones only when request-time retrieval is on."""
+    retrieval = cfg.get("retrieval")
+    extra = RETRIEVAL_COLUMNS if retrieval is not None and retrieval.get("enabled") else []
+    return [*SUMMARY_COLUMNS, *extra]
 
 
 def _run_dir() -> Path:
@@ -63,7 +76,7 @@ def simulate_task(cfg: DictConfig) -> dict:
             log_run(params, {**outcome.metrics["overall"], **outcome.metrics["timing"]}, paths)
     m = outcome.metrics
     row = {"policy": outcome.policy_name, "budget": int(cfg.budget), **m["overall"]}
-    print(format_table([row], ["policy", "budget", *SUMMARY_COLUMNS]))
+    print(format_table([row], ["policy", "budget", *summary_columns(cfg)]))
     print(
         f"\n{m['overall']['events']} events in {m['timing']['wall_s']:.3f} s "
         f"({m['timing']['events_per_s']:,.0f} events/s, {m['timing']['engine']} engine); "
@@ -109,12 +122,16 @@ def compare_task(cfg: DictConfig) -> list[dict]:
                             "events_per_s": m["timing"]["events_per_s"],
                         }
                     )
-        columns = list(COMPARE_COLUMNS)
+        columns = ["trace", "policy", "budget", *summary_columns(cfg), "events_per_s"]
         write_text(out_dir / "compare.csv", to_csv(rows, columns))
         write_json(out_dir / "compare.json", rows)
         if parent is not None:
-            log_run({"traces": traces, "policies": policies, "budgets": list(cfg.budgets)}, {},
-                    [out_dir / "compare.csv"], config=cfg)
+            log_run(
+                {"traces": traces, "policies": policies, "budgets": list(cfg.budgets)},
+                {},
+                [out_dir / "compare.csv"],
+                config=cfg,
+            )
     print(format_table(rows, columns))
     print(f"\ntable written to {out_dir / 'compare.csv'}")
     return rows

@@ -89,8 +89,14 @@ def generate_simple(
                 needs.append(have[j])
             needs = list(dict.fromkeys(needs))
             text = " ".join(w for i in needs for w in words[s][i]) or "continue"
-            yield {"event": "request", "id": f"{name}-r{k}", "stream": name, "t": t,
-                   "needs": needs, "text": f"use {text}"}
+            yield {
+                "event": "request",
+                "id": f"{name}-r{k}",
+                "stream": name,
+                "t": t,
+                "needs": needs,
+                "text": f"use {text}",
+            }
             continue
         ty = int(rng.choice(4, p=TYPE_WEIGHTS))
         type_name = ITEM_TYPES[ty]
@@ -104,6 +110,14 @@ def generate_simple(
         if type_name == "user_input":
             user_inputs[s].append(ident)
         words[s][ident] = topic
-        yield {"event": "write", "id": ident, "stream": name, "t": t, "type": type_name,
-               "tokens": tokens, "cost": cost, "task": f"task-{name}",
-               "text": f"{lead} {topic[0]} {topic[1]} #{number}"}
+        yield {
+            "event": "write",
+            "id": ident,
+            "stream": name,
+            "t": t,
+            "type": type_name,
+            "tokens": tokens,
+            "cost": cost,
+            "task": f"task-{name}",
+            "text": f"{lead} {topic[0]} {topic[1]} #{number}",
+        }

@@ -87,8 +87,9 @@ def _summary(
     n_hits = int(hits.sum())
     return {
         "hit_rate": _ratio(n_hits, n_refs),
-        "request_success": _ratio(int((hits[with_needs] == needs_count[with_needs]).sum()),
-                                  int(with_needs.sum())),
+        "request_success": _ratio(
+            int((hits[with_needs] == needs_count[with_needs]).sum()), int(with_needs.sum())
+        ),
         "mean_context_tokens": float(ctx.mean()) if ctx.size else None,
         "p95_context_tokens": float(np.percentile(ctx, 95)) if ctx.size else None,
         "false_eviction_rate": _ratio(false_evictions, evictions),

@@ -26,7 +26,9 @@ def format_table(rows: list[dict], columns: list[str]) -> str:
     line = "  ".join(c.ljust(w) for c, w in zip(columns, widths))
     out = [line, "  ".join("-" * w for w in widths)]
     for row in cells:
-        out.append("  ".join(v.rjust(w) if _numeric(v) else v.ljust(w) for v, w in zip(row, widths)))
+        out.append(
+            "  ".join(v.rjust(w) if _numeric(v) else v.ljust(w) for v, w in zip(row, widths))
+        )
     return "\n".join(out)
 
 

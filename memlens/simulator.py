@@ -126,8 +126,13 @@ def _simulate_reference(
     mv_item: list[int] = []
     mv_kind: list[int] = []
     annotations = trace.annotations
-    bar = tqdm(total=trace.n_events, disable=None if progress is None else not progress,
-               unit="ev", mininterval=0.5, leave=False)
+    bar = tqdm(
+        total=trace.n_events,
+        disable=None if progress is None else not progress,
+        unit="ev",
+        mininterval=0.5,
+        leave=False,
+    )
 
     t0 = time.perf_counter()
     for s in range(n_streams):

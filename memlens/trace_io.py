@@ -180,7 +180,7 @@ class _Builder:
             raise self.err(
                 line,
                 "event",
-                f'unknown event {kind!r} (expected one of write, request, pin, unpin, annotate)',
+                f"unknown event {kind!r} (expected one of write, request, pin, unpin, annotate)",
             )
 
     def _write(self, obj: dict, line: int) -> None:
@@ -192,7 +192,9 @@ class _Builder:
             tokens = int(tokens)
         if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens <= 0:
             raise self.err(
-                line, "tokens", f'write "{ident}": "tokens" must be a positive integer, got {tokens!r}'
+                line,
+                "tokens",
+                f'write "{ident}": "tokens" must be a positive integer, got {tokens!r}',
             )
         if "type" not in obj:
             raise self.err(line, "type", f'write "{ident}": missing field "type"')
@@ -236,7 +238,9 @@ class _Builder:
         for need in needs:
             if not isinstance(need, str):
                 raise self.err(
-                    line, "needs", f'request "{ident}": "needs" entries must be strings, got {need!r}'
+                    line,
+                    "needs",
+                    f'request "{ident}": "needs" entries must be strings, got {need!r}',
                 )
             hit = self.ids.get(need)
             if hit is None or hit[0] != WRITE or self.item_stream[hit[1]] != s:
@@ -388,7 +392,11 @@ def write_trace(path: str | os.PathLike, events: Iterable[dict], header: dict | 
     n = 0
     with atomic_path(path) as tmp:
         raw = open(tmp, "wb")
-        fh = gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) if path.suffix == ".gz" else raw
+        fh = (
+            gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0)
+            if path.suffix == ".gz"
+            else raw
+        )
         try:
             if header is not None:
                 fh.write(orjson.dumps({"event": "header", "version": FORMAT_VERSION, **header}))

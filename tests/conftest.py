@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,12 @@ settings.register_profile(
     derandomize=True,
 )
 settings.load_profile("memlens")
+
+# Oracle bounds and embeddings are cached on disk; tests (and the memlens processes they start,
+# which inherit the environment) must neither read a user's cache nor leave files in it.
+_CACHE = tempfile.mkdtemp(prefix="memlens-test-cache-")
+os.environ["MEMLENS_CACHE"] = _CACHE
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -28,24 +28,40 @@ def memlens(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedPr
 @pytest.fixture(scope="module")
 def small_trace(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("trace")
-    memlens("data", "generate", "archetype=simple", "seed=3", "streams=2",
-            "events_per_stream=300", f"out={d / 't.jsonl.gz'}", cwd=d)
+    memlens(
+        "data",
+        "generate",
+        "archetype=simple",
+        "seed=3",
+        "streams=2",
+        "events_per_stream=300",
+        f"out={d / 't.jsonl.gz'}",
+        cwd=d,
+    )
     return d / "t.jsonl.gz"
 
 
 def test_help_and_module_entry_point(tmp_path):
     out = memlens("--help", cwd=tmp_path).stdout
     assert "simulate" in out and "compare" in out
-    proc = subprocess.run([sys.executable, "-m", "memlens", "--help"], cwd=tmp_path,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "memlens", "--help"], cwd=tmp_path, capture_output=True, text=True
+    )
     assert proc.returncode == 0 and "simulate" in proc.stdout
     assert memlens("frobnicate", cwd=tmp_path, check=False).returncode == 2
 
 
 def test_simulate_writes_records_into_the_run_dir(tmp_path, small_trace):
     run_dir = tmp_path / "run"
-    proc = memlens("simulate", f"trace={small_trace}", "policy=lru", "budget=512",
-                   "mlflow.enabled=false", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    proc = memlens(
+        "simulate",
+        f"trace={small_trace}",
+        "policy=lru",
+        "budget=512",
+        "mlflow.enabled=false",
+        f"hydra.run.dir={run_dir}",
+        cwd=tmp_path,
+    )
     assert "hit_rate" in proc.stdout and "events/s" in proc.stdout
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["policy"] == "lru" and metrics["budget"] == 512
@@ -64,8 +80,17 @@ def test_same_config_and_seed_give_identical_metrics(tmp_path, small_trace):
     results = []
     for k in range(2):
         d = tmp_path / f"r{k}"
-        memlens("simulate", f"trace={small_trace}", "policy=window", "budget=700", "seed=5",
-                "engine=reference", "mlflow.enabled=false", f"hydra.run.dir={d}", cwd=tmp_path)
+        memlens(
+            "simulate",
+            f"trace={small_trace}",
+            "policy=window",
+            "budget=700",
+            "seed=5",
+            "engine=reference",
+            "mlflow.enabled=false",
+            f"hydra.run.dir={d}",
+            cwd=tmp_path,
+        )
         results.append(json.loads((d / "metrics.json").read_text()))
         results[-1].pop("timing")
     assert results[0] == results[1]
@@ -79,8 +104,14 @@ def test_bad_trace_exits_2_naming_file_line_and_field_and_writes_no_results(tmp_
         '{"event": "request", "id": "q", "needs": ["m7"], "stream": "s1"}\n'
     )
     run_dir = tmp_path / "run"
-    proc = memlens("simulate", f"trace={bad}", "mlflow.enabled=false",
-                   f"hydra.run.dir={run_dir}", cwd=tmp_path, check=False)
+    proc = memlens(
+        "simulate",
+        f"trace={bad}",
+        "mlflow.enabled=false",
+        f"hydra.run.dir={run_dir}",
+        cwd=tmp_path,
+        check=False,
+    )
     assert proc.returncode == 2
     assert f'{bad}:2: request needs "m7", which no earlier write in stream "s1" defines' in (
         proc.stderr
@@ -91,20 +122,35 @@ def test_bad_trace_exits_2_naming_file_line_and_field_and_writes_no_results(tmp_
 
 def test_multirun_sweep(tmp_path, small_trace):
     sweep = tmp_path / "sweep"
-    memlens("simulate", "-m", f"trace={small_trace}", "policy=window,lru", "budget=256,1024",
-            "mlflow.enabled=false", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    memlens(
+        "simulate",
+        "-m",
+        f"trace={small_trace}",
+        "policy=window,lru",
+        "budget=256,1024",
+        "mlflow.enabled=false",
+        f"hydra.sweep.dir={sweep}",
+        cwd=tmp_path,
+    )
     found = sorted(sweep.glob("*/metrics.json"))
     assert len(found) == 4
-    combos = {(json.loads(p.read_text())["policy"], json.loads(p.read_text())["budget"])
-              for p in found}
+    combos = {
+        (json.loads(p.read_text())["policy"], json.loads(p.read_text())["budget"]) for p in found
+    }
     assert combos == {("window", 256), ("window", 1024), ("lru", 256), ("lru", 1024)}
 
 
 def test_compare_table_and_csv(tmp_path, small_trace):
     run_dir = tmp_path / "cmp"
-    proc = memlens("compare", f"trace={small_trace}", "policies=[window,lru]",
-                   "budgets=[128,4096]", "mlflow.enabled=false", f"hydra.run.dir={run_dir}",
-                   cwd=tmp_path)
+    proc = memlens(
+        "compare",
+        f"trace={small_trace}",
+        "policies=[window,lru]",
+        "budgets=[128,4096]",
+        "mlflow.enabled=false",
+        f"hydra.run.dir={run_dir}",
+        cwd=tmp_path,
+    )
     lines = (run_dir / "compare.csv").read_text().splitlines()
     assert lines[0].startswith("trace,policy,budget,hit_rate")
     assert len(lines) == 1 + 4
@@ -115,16 +161,36 @@ def test_compare_table_and_csv(tmp_path, small_trace):
 
 
 def test_compare_default_runs_with_nothing_but_the_install(tmp_path):
-    proc = memlens("compare", "policies=[lru]", "budgets=[1024]", "mlflow.enabled=false",
-                   f"hydra.run.dir={tmp_path / 'c'}", cwd=tmp_path)
+    proc = memlens(
+        "compare",
+        "policies=[lru]",
+        "budgets=[1024]",
+        "mlflow.enabled=false",
+        f"hydra.run.dir={tmp_path / 'c'}",
+        cwd=tmp_path,
+    )
     assert "agent-small.jsonl.gz" in proc.stdout
 
 
 def test_data_generate_is_deterministic_and_validates(tmp_path):
     for name in ("a", "b"):
-        memlens("data", "generate", "archetype=simple", "seed=11", "streams=2",
-                "events_per_stream=50", f"out={tmp_path / name}.jsonl.gz", cwd=tmp_path)
+        memlens(
+            "data",
+            "generate",
+            "archetype=simple",
+            "seed=11",
+            "streams=2",
+            "events_per_stream=50",
+            f"out={tmp_path / name}.jsonl.gz",
+            cwd=tmp_path,
+        )
     assert (tmp_path / "a.jsonl.gz").read_bytes() == (tmp_path / "b.jsonl.gz").read_bytes()
-    bad = memlens("data", "generate", "archetype=nope", f"out={tmp_path / 'c.jsonl'}",
-                  cwd=tmp_path, check=False)
+    bad = memlens(
+        "data",
+        "generate",
+        "archetype=nope",
+        f"out={tmp_path / 'c.jsonl'}",
+        cwd=tmp_path,
+        check=False,
+    )
     assert bad.returncode == 2 and "unknown archetype" in bad.stderr

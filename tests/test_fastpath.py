@@ -31,7 +31,9 @@ def assert_same(tr, policy_cls, budget, demand_fetch):
     demand_fetch=st.booleans(),
     lru=st.booleans(),
 )
-def test_fast_equals_reference_on_random_traces(seed, n_events, n_streams, budget, demand_fetch, lru):
+def test_fast_equals_reference_on_random_traces(
+    seed, n_events, n_streams, budget, demand_fetch, lru
+):
     events = random_events(np.random.default_rng(seed), n_events=n_events, n_streams=n_streams)
     tr = trace_from_events(events)
     assert_same(tr, LRU if lru else SlidingWindow, budget, demand_fetch)

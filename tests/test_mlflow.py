@@ -20,10 +20,23 @@ from test_cli import memlens  # noqa: E402
 
 def test_simulate_logs_params_metrics_and_artifacts_to_sqlite(tmp_path):
     trace = tmp_path / "t.jsonl.gz"
-    memlens("data", "generate", "seed=1", "streams=1", "events_per_stream=200", f"out={trace}",
-            cwd=tmp_path)
-    memlens("simulate", f"trace={trace}", "policy=lru", "budget=300",
-            f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    memlens(
+        "data",
+        "generate",
+        "seed=1",
+        "streams=1",
+        "events_per_stream=200",
+        f"out={trace}",
+        cwd=tmp_path,
+    )
+    memlens(
+        "simulate",
+        f"trace={trace}",
+        "policy=lru",
+        "budget=300",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+    )
     assert (tmp_path / "mlflow.db").exists()  # the default: sqlite:///mlflow.db in the cwd
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     exp = client.get_experiment_by_name("memlens")
@@ -43,8 +56,15 @@ def test_a_failing_run_is_marked_failed(tmp_path, monkeypatch):
 
     monkeypatch.setattr(commands, "replay", explode)
     trace = tmp_path / "t.jsonl.gz"
-    memlens("data", "generate", "seed=1", "streams=1", "events_per_stream=50", f"out={trace}",
-            cwd=tmp_path)
+    memlens(
+        "data",
+        "generate",
+        "seed=1",
+        "streams=1",
+        "events_per_stream=50",
+        f"out={trace}",
+        cwd=tmp_path,
+    )
     uri = f"sqlite:///{tmp_path / 'fail.db'}"
     monkeypatch.chdir(tmp_path)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -69,10 +89,25 @@ def mlflow_server(tmp_path):
     """An MLflow tracking server on 127.0.0.1 for this test only."""
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-         "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
-         "--artifacts-destination", str(tmp_path / "server-artifacts"), "--workers", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--backend-store-uri",
+            f"sqlite:///{tmp_path / 'server.db'}",
+            "--artifacts-destination",
+            str(tmp_path / "server-artifacts"),
+            "--workers",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -100,11 +135,25 @@ def mlflow_server(tmp_path):
 
 def test_runs_reach_a_tracking_server(tmp_path, mlflow_server):
     trace = tmp_path / "t.jsonl.gz"
-    memlens("data", "generate", "seed=2", "streams=1", "events_per_stream=100", f"out={trace}",
-            cwd=tmp_path)
-    memlens("compare", f"trace={trace}", "policies=[window,lru]", "budgets=[64,256]",
-            f"mlflow.tracking_uri={mlflow_server}", "mlflow.experiment=server-test",
-            f"hydra.run.dir={Path(tmp_path) / 'cmp'}", cwd=tmp_path)
+    memlens(
+        "data",
+        "generate",
+        "seed=2",
+        "streams=1",
+        "events_per_stream=100",
+        f"out={trace}",
+        cwd=tmp_path,
+    )
+    memlens(
+        "compare",
+        f"trace={trace}",
+        "policies=[window,lru]",
+        "budgets=[64,256]",
+        f"mlflow.tracking_uri={mlflow_server}",
+        "mlflow.experiment=server-test",
+        f"hydra.run.dir={Path(tmp_path) / 'cmp'}",
+        cwd=tmp_path,
+    )
     client = MlflowClient(tracking_uri=mlflow_server)
     exp = client.get_experiment_by_name("server-test")
     runs = client.search_runs([exp.experiment_id])
@@ -112,5 +161,8 @@ def test_runs_reach_a_tracking_server(tmp_path, mlflow_server):
     assert all(r.info.status == "FINISHED" for r in runs)
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
     assert {(r.data.params["policy"], r.data.params["budget"]) for r in children} == {
-        ("window", "64"), ("window", "256"), ("lru", "64"), ("lru", "256")
+        ("window", "64"),
+        ("window", "256"),
+        ("lru", "64"),
+        ("lru", "256"),
     }

@@ -101,8 +101,15 @@ def test_pinned_item_survives(engine, policy):
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_pin_brings_an_evicted_item_back_as_newest(engine):
-    tr = trace(w("a", 4), w("b", 4), w("c", 4), pin("a"), unpin("a"), w("d", 4),
-               rq("r1", "a", "b", "c", "d"))
+    tr = trace(
+        w("a", 4),
+        w("b", 4),
+        w("c", 4),
+        pin("a"),
+        unpin("a"),
+        w("d", 4),
+        rq("r1", "a", "b", "c", "d"),
+    )
     # budget 8: w c evicts a; pin a brings it back as newest and evicts b; unpin;
     # w d evicts c (oldest), so a survives: WM {a, d}
     res, _ = run(tr, SlidingWindow(), 8, engine)
@@ -111,8 +118,17 @@ def test_pin_brings_an_evicted_item_back_as_newest(engine):
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_pinned_item_keeps_its_place_in_the_eviction_order(engine):
-    tr = trace(w("a", 4), w("b", 4), w("c", 4), pin("b"), unpin("b"), w("d", 4),
-               rq("r1", "a", "b", "c", "d"), w("e", 4), rq("r2", "b", "c"))
+    tr = trace(
+        w("a", 4),
+        w("b", 4),
+        w("c", 4),
+        pin("b"),
+        unpin("b"),
+        w("d", 4),
+        rq("r1", "a", "b", "c", "d"),
+        w("e", 4),
+        rq("r2", "b", "c"),
+    )
     # budget 12: w d evicts a; b kept its place (second oldest), so w e evicts b
     res, _ = run(tr, LRU(), 12, engine)
     assert res.need_hit.tolist() == [0, 1, 1, 1, 0, 1]
@@ -120,8 +136,9 @@ def test_pinned_item_keeps_its_place_in_the_eviction_order(engine):
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_pins_alone_over_budget_are_reported(engine):
-    tr = trace(w("x", 8), pin("x"), w("y", 8), pin("y"), rq("r1", "x", "y"), unpin("x"),
-               rq("r2", "x", "y"))
+    tr = trace(
+        w("x", 8), pin("x"), w("y", 8), pin("y"), rq("r1", "x", "y"), unpin("x"), rq("r2", "x", "y")
+    )
     # w y: 16 > 10 and only y is unpinned -> y evicted; pin y forces it back: 16 pinned
     # unpin x: x evicted -> WM {y}
     res, m = run(tr, LRU(), 10, engine)

@@ -48,9 +48,15 @@ def test_valid_trace_loads(tmp_path):
 
 
 def test_example_error_message_from_the_issue(tmp_path):
-    lines = dumps(GOOD[:2]) + [""] * 38 + dumps(
-        [{"event": "write", "id": "m3", "tokens": 1, "type": "user_input", "stream": "s1"},
-         {"event": "request", "id": "q9", "needs": ["m7"], "stream": "s1"}]
+    lines = (
+        dumps(GOOD[:2])
+        + [""] * 38
+        + dumps(
+            [
+                {"event": "write", "id": "m3", "tokens": 1, "type": "user_input", "stream": "s1"},
+                {"event": "request", "id": "q9", "needs": ["m7"], "stream": "s1"},
+            ]
+        )
     )
     err = error_of(tmp_path, lines)
     assert str(err) == (
@@ -64,55 +70,113 @@ def test_example_error_message_from_the_issue(tmp_path):
     "bad, line, field, fragment",
     [
         ('{"event": "write", "id": "a", "tokens": 3', 2, None, "malformed JSON"),
-        ('[1, 2]', 2, None, "must be a JSON object"),
+        ("[1, 2]", 2, None, "must be a JSON object"),
         ('{"id": "a", "tokens": 3, "type": "user_input"}', 2, "event", 'missing field "event"'),
         ('{"event": "delete", "id": "a"}', 2, "event", "unknown event"),
         ('{"event": "write", "tokens": 3, "type": "user_input"}', 2, "id", 'missing field "id"'),
         ('{"event": "write", "id": "a", "type": "user_input"}', 2, "tokens", "missing"),
-        ('{"event": "write", "id": "a", "tokens": 0, "type": "user_input"}', 2, "tokens",
-         "positive integer"),
-        ('{"event": "write", "id": "a", "tokens": -4, "type": "user_input"}', 2, "tokens",
-         "positive integer"),
-        ('{"event": "write", "id": "a", "tokens": "9", "type": "user_input"}', 2, "tokens",
-         "positive integer"),
-        ('{"event": "write", "id": "a", "tokens": true, "type": "user_input"}', 2, "tokens",
-         "positive integer"),
-        ('{"event": "write", "id": "a", "tokens": 2.5, "type": "user_input"}', 2, "tokens",
-         "positive integer"),
+        (
+            '{"event": "write", "id": "a", "tokens": 0, "type": "user_input"}',
+            2,
+            "tokens",
+            "positive integer",
+        ),
+        (
+            '{"event": "write", "id": "a", "tokens": -4, "type": "user_input"}',
+            2,
+            "tokens",
+            "positive integer",
+        ),
+        (
+            '{"event": "write", "id": "a", "tokens": "9", "type": "user_input"}',
+            2,
+            "tokens",
+            "positive integer",
+        ),
+        (
+            '{"event": "write", "id": "a", "tokens": true, "type": "user_input"}',
+            2,
+            "tokens",
+            "positive integer",
+        ),
+        (
+            '{"event": "write", "id": "a", "tokens": 2.5, "type": "user_input"}',
+            2,
+            "tokens",
+            "positive integer",
+        ),
         ('{"event": "write", "id": "a", "tokens": 3, "type": "memo"}', 2, "type", "must be one of"),
-        ('{"event": "write", "id": "a", "tokens": 3, "type": "user_input", "stream": 4}', 2,
-         "stream", "must be a string"),
-        ('{"event": "write", "id": "a", "tokens": 3, "type": "user_input", "meta": []}', 2,
-         "meta", "must be an object"),
-        ('{"event": "write", "id": "a", "tokens": 3, "type": "user_input", "cost": "x"}', 2,
-         "cost", "must be a number"),
-        ('{"event": "write", "id": "a", "tokens": 3, "type": "user_input", "text": 5}', 2,
-         "text", "must be a string"),
-        ('{"event": "write", "id": "m1", "tokens": 3, "type": "user_input"}', 2, "id",
-         'duplicate id "m1"'),
+        (
+            '{"event": "write", "id": "a", "tokens": 3, "type": "user_input", "stream": 4}',
+            2,
+            "stream",
+            "must be a string",
+        ),
+        (
+            '{"event": "write", "id": "a", "tokens": 3, "type": "user_input", "meta": []}',
+            2,
+            "meta",
+            "must be an object",
+        ),
+        (
+            '{"event": "write", "id": "a", "tokens": 3, "type": "user_input", "cost": "x"}',
+            2,
+            "cost",
+            "must be a number",
+        ),
+        (
+            '{"event": "write", "id": "a", "tokens": 3, "type": "user_input", "text": 5}',
+            2,
+            "text",
+            "must be a string",
+        ),
+        (
+            '{"event": "write", "id": "m1", "tokens": 3, "type": "user_input"}',
+            2,
+            "id",
+            'duplicate id "m1"',
+        ),
         ('{"event": "request", "id": "m1", "needs": []}', 2, "id", 'duplicate id "m1"'),
         ('{"event": "request", "id": "q", "needs": "m1"}', 2, "needs", "must be a list"),
         ('{"event": "request", "id": "q"}', 2, "needs", 'missing field "needs"'),
         ('{"event": "request", "id": "q", "needs": [3]}', 2, "needs", "must be strings"),
-        ('{"event": "request", "id": "q", "needs": ["zz"], "stream": "s1"}', 2, "needs",
-         'needs "zz", which no earlier write in stream "s1"'),
-        ('{"event": "request", "id": "q", "needs": ["m1"], "stream": "other"}', 2, "needs",
-         'which no earlier write in stream "other"'),
+        (
+            '{"event": "request", "id": "q", "needs": ["zz"], "stream": "s1"}',
+            2,
+            "needs",
+            'needs "zz", which no earlier write in stream "s1"',
+        ),
+        (
+            '{"event": "request", "id": "q", "needs": ["m1"], "stream": "other"}',
+            2,
+            "needs",
+            'which no earlier write in stream "other"',
+        ),
         ('{"event": "pin", "target": "nope"}', 2, "target", "no earlier write"),
         ('{"event": "pin"}', 2, "target", 'missing field "target"'),
         ('{"event": "pin", "target": "m1", "stream": "s2"}', 2, "stream", "was written in"),
         ('{"event": "annotate", "target": "m1"}', 2, "value", '"value" and/or "note"'),
         ('{"event": "annotate", "target": "m1", "value": 1.5}', 2, "value", "in [0, 1]"),
-        ('{"event": "write", "id": "b", "tokens": 3, "type": "user_input", "stream": "s1", '
-         '"t": -1}', 2, "t", "time goes backwards"),
-        ('{"event": "write", "id": "b", "tokens": 3, "type": "user_input", "t": "noon"}', 2,
-         "t", "finite number"),
+        (
+            '{"event": "write", "id": "b", "tokens": 3, "type": "user_input", "stream": "s1", '
+            '"t": -1}',
+            2,
+            "t",
+            "time goes backwards",
+        ),
+        (
+            '{"event": "write", "id": "b", "tokens": 3, "type": "user_input", "t": "noon"}',
+            2,
+            "t",
+            "finite number",
+        ),
         ('{"event": "header", "version": 1}', 2, "event", "only be the first line"),
     ],
 )
 def test_named_errors(tmp_path, bad, line, field, fragment):
-    first = json.dumps({"event": "write", "id": "m1", "tokens": 5, "type": "user_input",
-                        "stream": "s1", "t": 0})
+    first = json.dumps(
+        {"event": "write", "id": "m1", "tokens": 5, "type": "user_input", "stream": "s1", "t": 0}
+    )
     err = error_of(tmp_path, [first, bad])
     assert err.line == line
     assert err.field == field
@@ -121,10 +185,12 @@ def test_named_errors(tmp_path, bad, line, field, fragment):
 
 
 def test_need_pointing_forward_is_rejected(tmp_path):
-    lines = dumps([
-        {"event": "request", "id": "q", "needs": ["m1"]},
-        {"event": "write", "id": "m1", "tokens": 5, "type": "user_input"},
-    ])
+    lines = dumps(
+        [
+            {"event": "request", "id": "q", "needs": ["m1"]},
+            {"event": "write", "id": "m1", "tokens": 5, "type": "user_input"},
+        ]
+    )
     err = error_of(tmp_path, lines)
     assert err.line == 1 and err.field == "needs"
 
@@ -144,12 +210,20 @@ def test_missing_file_and_bad_gzip(tmp_path):
 
 
 def test_defaults_unknown_fields_and_repeated_needs(tmp_path):
-    lines = dumps([
-        {"event": "write", "id": "a", "tokens": 2, "type": "agent_state", "colour": "red",
-         "meta": {"k": 1}},
-        {"event": "request", "id": "q", "needs": ["a", "a"], "t": 3.5, "extra": [1]},
-        {"event": "annotate", "target": "a", "note": "keep", "who": "ann"},
-    ])
+    lines = dumps(
+        [
+            {
+                "event": "write",
+                "id": "a",
+                "tokens": 2,
+                "type": "agent_state",
+                "colour": "red",
+                "meta": {"k": 1},
+            },
+            {"event": "request", "id": "q", "needs": ["a", "a"], "t": 3.5, "extra": [1]},
+            {"event": "annotate", "target": "a", "note": "keep", "who": "ann"},
+        ]
+    )
     tr = load_trace(write_lines(tmp_path / "d.jsonl", lines))
     assert tr.stream_names == [""]
     assert tr.item_meta[0] == {"k": 1, "colour": "red"}
@@ -207,22 +281,37 @@ def valid_traces(draw):
             ident = draw(ids.filter(lambda x: x not in used))
             used.add(ident)
             written[s].append(ident)
-            events.append({"event": "write", "id": ident, "stream": s, "t": clock[s],
-                           "tokens": draw(st.integers(1, 10_000)),
-                           "type": draw(st.sampled_from(ITEM_TYPES)),
-                           "text": draw(st.text(max_size=20))})
+            events.append(
+                {
+                    "event": "write",
+                    "id": ident,
+                    "stream": s,
+                    "t": clock[s],
+                    "tokens": draw(st.integers(1, 10_000)),
+                    "type": draw(st.sampled_from(ITEM_TYPES)),
+                    "text": draw(st.text(max_size=20)),
+                }
+            )
         elif kind == "request":
             ident = draw(ids.filter(lambda x: x not in used))
             used.add(ident)
             needs = draw(st.lists(st.sampled_from(written[s]), max_size=5))
-            events.append({"event": "request", "id": ident, "stream": s, "t": clock[s],
-                           "needs": needs})
+            events.append(
+                {"event": "request", "id": ident, "stream": s, "t": clock[s], "needs": needs}
+            )
         elif kind == "pin":
-            events.append({"event": "pin", "target": draw(st.sampled_from(written[s])),
-                           "t": clock[s]})
+            events.append(
+                {"event": "pin", "target": draw(st.sampled_from(written[s])), "t": clock[s]}
+            )
         else:
-            events.append({"event": "annotate", "target": draw(st.sampled_from(written[s])),
-                           "value": draw(st.floats(0, 1)), "t": clock[s]})
+            events.append(
+                {
+                    "event": "annotate",
+                    "target": draw(st.sampled_from(written[s])),
+                    "value": draw(st.floats(0, 1)),
+                    "t": clock[s],
+                }
+            )
     return events
 
 
