@@ -50,11 +50,6 @@ class RunOutcome:
     retrieval: RetrievalRecord | None = None
 
 
-def policy_label(policy_cfg: DictConfig) -> str:
-    target = str(policy_cfg.get("_target_", "policy"))
-    return policy_cfg.get("name") or target.rsplit(".", 1)[-1]
-
-
 def replay(cfg: DictConfig, trace: Trace, policy_cfg: DictConfig, budget: int) -> RunOutcome:
     """Replay one (trace, policy, budget) and compute everything metrics.json reports."""
     policy = make_policy(policy_cfg)

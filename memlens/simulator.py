@@ -174,6 +174,19 @@ def _simulate_reference(
                     mv_item.append(v)
                     mv_kind.append(MOVE_EVICT)
 
+        def bring_back(i: int, now: int, move: int) -> None:
+            """After a request: a missed need (demand fetch) or a retrieved item (promotion)
+            re-enters working memory if it fits the budget and the policy admits it."""
+            nonlocal used
+            if not in_wm[i] and tokens[i] <= budget and admit(i, now, ADMIT_FETCH):
+                in_wm[i] = 1
+                used += tokens[i]
+                mv_event.append(now)
+                mv_item.append(i)
+                mv_kind.append(move)
+                if used + policy.extra_tokens > budget:
+                    make_room(now)
+
         events = trace.stream_events[s].tolist()
         for e in events:
             k = kinds[e]
@@ -208,25 +221,10 @@ def _simulate_reference(
                 observe(x, e)
                 if demand_fetch:
                     for j in range(lo, hi):
-                        i = needs[j]
-                        if not in_wm[i] and tokens[i] <= budget and admit(i, e, ADMIT_FETCH):
-                            in_wm[i] = 1
-                            used += tokens[i]
-                            mv_event.append(e)
-                            mv_item.append(i)
-                            mv_kind.append(MOVE_FETCH)
-                            if used + policy.extra_tokens > budget:
-                                make_room(e)
+                        bring_back(needs[j], e, MOVE_FETCH)
                 if hook is not None:
                     for i in promote:
-                        if not in_wm[i] and tokens[i] <= budget and admit(i, e, ADMIT_FETCH):
-                            in_wm[i] = 1
-                            used += tokens[i]
-                            mv_event.append(e)
-                            mv_item.append(i)
-                            mv_kind.append(MOVE_PROMOTE)
-                            if used + policy.extra_tokens > budget:
-                                make_room(e)
+                        bring_back(i, e, MOVE_PROMOTE)
             elif k == PIN:
                 if x not in pinned:
                     if not in_wm[x]:
