@@ -194,3 +194,15 @@ def test_data_generate_is_deterministic_and_validates(tmp_path):
         check=False,
     )
     assert bad.returncode == 2 and "unknown archetype" in bad.stderr
+
+
+def test_bundled_default_trace_is_what_its_header_says_generated_it(tmp_path):
+    """The shipped default trace is reproducible from the generator and the recorded params."""
+    from memlens.config import DATA_DIR
+    from memlens.trace_io import load_trace
+
+    shipped = DATA_DIR / "default" / "agent-small.jsonl.gz"
+    params = dict(load_trace(shipped).header["params"])
+    args = [f"{k}={v}" for k, v in params.items()]
+    memlens("data", "generate", *args, f"out={tmp_path / 'again.jsonl.gz'}", cwd=tmp_path)
+    assert (tmp_path / "again.jsonl.gz").read_bytes() == shipped.read_bytes()
