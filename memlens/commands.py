@@ -91,6 +91,11 @@ def compare_task(cfg: DictConfig) -> list[dict]:
 
     traces = list(cfg.traces) if cfg.get("traces") else [cfg.trace]
     policies = list(cfg.policies) if cfg.get("policies") else registered_policies()
+    unknown = sorted(set(policies) - set(registered_policies()))
+    if unknown:
+        known = ", ".join(registered_policies())
+        print(f"error: unknown policies {unknown} (registered: {known})", file=sys.stderr)
+        raise SystemExit(2)
     out_dir = _run_dir()
     loaded = [_load(p) for p in traces]
     rows: list[dict] = []

@@ -206,3 +206,11 @@ def test_bundled_default_trace_is_what_its_header_says_generated_it(tmp_path):
     args = [f"{k}={v}" for k, v in params.items()]
     memlens("data", "generate", *args, f"out={tmp_path / 'again.jsonl.gz'}", cwd=tmp_path)
     assert (tmp_path / "again.jsonl.gz").read_bytes() == shipped.read_bytes()
+
+
+def test_compare_rejects_unknown_policies_before_running(tmp_path):
+    proc = memlens("compare", "policies=[lru,nonesuch]", "mlflow.enabled=false",
+                   f"hydra.run.dir={tmp_path / 'c'}", cwd=tmp_path, check=False)
+    assert proc.returncode == 2
+    assert "unknown policies ['nonesuch']" in proc.stderr and "registered:" in proc.stderr
+    assert not (tmp_path / "c" / "compare.csv").exists()
