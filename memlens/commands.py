@@ -45,9 +45,9 @@ def _run_dir() -> Path:
     return Path(HydraConfig.get().runtime.output_dir)
 
 
-def _load(path: str):
+def _load(path: str, cfg: DictConfig):
     try:
-        return get_trace(path)
+        return get_trace(path, disk_cache=bool(cfg.get("trace_cache", True)))
     except TraceError as err:
         print(f"error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -56,7 +56,7 @@ def _load(path: str):
 def simulate_task(cfg: DictConfig) -> dict:
     from memlens.tracking import log_run, mlflow_run
 
-    trace = _load(cfg.trace)
+    trace = _load(cfg.trace, cfg)
     out_dir = _run_dir()
     label = f"{cfg.policy.get('_target_', '').rsplit('.', 1)[-1]}@{cfg.budget}"
     with mlflow_run(cfg, run_name=label) as run:
@@ -97,7 +97,7 @@ def compare_task(cfg: DictConfig) -> list[dict]:
         print(f"error: unknown policies {unknown} (registered: {known})", file=sys.stderr)
         raise SystemExit(2)
     out_dir = _run_dir()
-    loaded = [_load(p) for p in traces]
+    loaded = [_load(p, cfg) for p in traces]
     rows: list[dict] = []
     with mlflow_run(cfg, run_name="compare") as parent:
         for trace in loaded:

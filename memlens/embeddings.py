@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from memlens.atomic import atomic_path
+from memlens.cachedir import cache_dir
 from memlens.trace import Trace
 
 EMBEDDER_VERSION = 1  # bump when the computation changes, so old cache files are not reused
@@ -92,10 +93,7 @@ def _cache_key(trace: Trace, s: dict) -> str:
 
 
 def default_cache_dir() -> Path:
-    base = os.environ.get("MEMLENS_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "memlens"
-    )
-    return Path(base) / "embeddings"
+    return cache_dir("embeddings")
 
 
 def embed_trace(trace: Trace, cfg=None) -> Embeddings:

@@ -27,16 +27,17 @@ from memlens.retrieval.setup import (
 from memlens.simulator import SimResult, simulate
 from memlens.tiers import TIER_NAMES, TierLog, replay_tiers
 from memlens.trace import Trace
-from memlens.trace_io import load_trace
+from memlens.trace_cache import load_trace_cached
 
 _TRACE_CACHE: dict[str, Trace] = {}
 
 
-def get_trace(path: str) -> Trace:
-    """Load (once per process) and validate a trace."""
+def get_trace(path: str, disk_cache: bool = True) -> Trace:
+    """Load and validate a trace once per process (and, with ``disk_cache``, once per file
+    content across processes: ``memlens.trace_cache``)."""
     key = str(Path(path).resolve())
     if key not in _TRACE_CACHE:
-        _TRACE_CACHE[key] = load_trace(path)
+        _TRACE_CACHE[key] = load_trace_cached(path, enabled=disk_cache)
     return _TRACE_CACHE[key]
 
 

@@ -209,8 +209,14 @@ def test_bundled_default_trace_is_what_its_header_says_generated_it(tmp_path):
 
 
 def test_compare_rejects_unknown_policies_before_running(tmp_path):
-    proc = memlens("compare", "policies=[lru,nonesuch]", "mlflow.enabled=false",
-                   f"hydra.run.dir={tmp_path / 'c'}", cwd=tmp_path, check=False)
+    proc = memlens(
+        "compare",
+        "policies=[lru,nonesuch]",
+        "mlflow.enabled=false",
+        f"hydra.run.dir={tmp_path / 'c'}",
+        cwd=tmp_path,
+        check=False,
+    )
     assert proc.returncode == 2
     assert "unknown policies ['nonesuch']" in proc.stderr and "registered:" in proc.stderr
     assert not (tmp_path / "c" / "compare.csv").exists()

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 
 from memlens.atomic import atomic_path
+from memlens.cachedir import cache_dir as shared_cache_dir
 from memlens.trace import Trace
 
 FORMAT = 2  # 2: MILP dual bound may tighten the upper bound of small streams
@@ -40,10 +40,7 @@ def key(trace: Trace, budget: int, demand_fetch: bool, solver: dict) -> str:
 
 def directory(cache_dir: str | None) -> Path:
     """``cache_dir``, or ``$MEMLENS_CACHE/oracle``, or ``~/.cache/memlens/oracle``."""
-    if cache_dir:
-        return Path(cache_dir).expanduser()
-    root = os.environ.get("MEMLENS_CACHE")
-    return (Path(root).expanduser() if root else Path.home() / ".cache" / "memlens") / "oracle"
+    return shared_cache_dir("oracle", cache_dir)
 
 
 def _path(cache_dir, k: str) -> Path:

@@ -1,0 +1,74 @@
+"""The disk cache of parsed traces serves exactly what parsing gives, and never stale data."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+
+import numpy as np
+import pytest
+
+from memlens.checker import random_events
+from memlens.trace import Trace
+from memlens.trace_cache import entry_path, load_trace_cached
+from memlens.trace_io import TraceError, load_trace, write_trace
+
+
+def same_trace(a: Trace, b: Trace) -> None:
+    for f in fields(Trace):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and np.array_equal(x, y), f.name
+        else:
+            assert x == y, f.name
+
+
+@pytest.fixture
+def trace_file(tmp_path):
+    path = tmp_path / "t.jsonl.gz"
+    write_trace(path, random_events(np.random.default_rng(4), n_events=300), header={"g": 1})
+    return path
+
+
+def test_second_load_comes_from_the_cache_and_equals_parsing(tmp_path, trace_file):
+    cache = tmp_path / "cache"
+    first = load_trace_cached(trace_file, directory=cache)
+    assert entry_path(trace_file, cache).exists()
+    second = load_trace_cached(trace_file, directory=cache)
+    same_trace(second, load_trace(trace_file))
+    same_trace(first, second)
+
+
+def test_an_edited_file_is_parsed_again(tmp_path, trace_file):
+    cache = tmp_path / "cache"
+    load_trace_cached(trace_file, directory=cache)
+    events = [{"event": "write", "id": "only", "tokens": 9, "type": "user_input"}]
+    write_trace(trace_file, events)
+    tr = load_trace_cached(trace_file, directory=cache)
+    assert tr.item_id == ["only"] and tr.n_events == 1
+
+
+def test_a_damaged_entry_is_ignored_and_rewritten(tmp_path, trace_file):
+    cache = tmp_path / "cache"
+    load_trace_cached(trace_file, directory=cache)
+    entry = entry_path(trace_file, cache)
+    entry.write_bytes(b"garbage")
+    same_trace(load_trace_cached(trace_file, directory=cache), load_trace(trace_file))
+    assert entry.read_bytes() != b"garbage"
+
+
+def test_invalid_traces_are_never_cached(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"event": "write", "id": "a", "tokens": 0, "type": "user_input"}))
+    cache = tmp_path / "cache"
+    with pytest.raises(TraceError, match=r"bad.jsonl:1: "):
+        load_trace_cached(bad, directory=cache)
+    assert not list(cache.glob("*.pkl"))
+    with pytest.raises(TraceError, match="no such trace file"):
+        load_trace_cached(tmp_path / "absent.jsonl", directory=cache)
+
+
+def test_disabled_cache_writes_nothing(tmp_path, trace_file):
+    cache = tmp_path / "cache"
+    load_trace_cached(trace_file, enabled=False, directory=cache)
+    assert not cache.exists()
