@@ -8,7 +8,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from memlens.atomic import write_json, write_text
-from memlens.config import policy_config, registered_policies
+from memlens.config import make_policy, policy_config, registered_policies
 from memlens.report import format_table, to_csv
 from memlens.run import get_trace, replay, warn, write_outputs
 from memlens.trace_io import TraceError
@@ -53,9 +53,33 @@ def _load(path: str, cfg: DictConfig):
         raise SystemExit(2) from None
 
 
+def _fail(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _check_settings(cfg: DictConfig, budgets: list, policy_cfgs: list[DictConfig]) -> None:
+    """Reject bad settings before anything runs or is written (exit code 2, one clear line)."""
+    for b in budgets:
+        if isinstance(b, bool) or not isinstance(b, int) or b <= 0:
+            _fail(f"budget must be a positive integer number of tokens, got {b!r}")
+    if cfg.engine not in ("auto", "fast", "reference"):
+        _fail(f"engine must be auto, fast or reference, got {cfg.engine!r}")
+    price = cfg.price_per_mtok
+    if isinstance(price, bool) or not isinstance(price, (int, float)) or price < 0:
+        _fail(f"price_per_mtok must be a non-negative number, got {price!r}")
+    for pcfg in policy_cfgs:
+        try:
+            make_policy(pcfg)
+        except Exception as exc:  # hydra wraps constructor errors; show the cause, not a trace
+            cause = exc.__cause__ or exc
+            _fail(f"cannot build policy {pcfg.get('_target_')}: {cause}")
+
+
 def simulate_task(cfg: DictConfig) -> dict:
     from memlens.tracking import log_run, mlflow_run
 
+    _check_settings(cfg, [cfg.budget], [cfg.policy])
     trace = _load(cfg.trace, cfg)
     out_dir = _run_dir()
     label = f"{cfg.policy.get('_target_', '').rsplit('.', 1)[-1]}@{cfg.budget}"
@@ -97,6 +121,7 @@ def compare_task(cfg: DictConfig) -> list[dict]:
         print(f"error: unknown policies {unknown} (registered: {known})", file=sys.stderr)
         raise SystemExit(2)
     out_dir = _run_dir()
+    _check_settings(cfg, list(cfg.budgets), [policy_config(name) for name in policies])
     loaded = [_load(p, cfg) for p in traces]
     rows: list[dict] = []
     with mlflow_run(cfg, run_name="compare") as parent:

@@ -220,3 +220,23 @@ def test_compare_rejects_unknown_policies_before_running(tmp_path):
     assert proc.returncode == 2
     assert "unknown policies ['nonesuch']" in proc.stderr and "registered:" in proc.stderr
     assert not (tmp_path / "c" / "compare.csv").exists()
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("budget=-5", "budget must be a positive integer"),
+        ("budget=1.5", "budget must be a positive integer"),
+        ("engine=turbo", "engine must be auto, fast or reference"),
+        ("price_per_mtok=-1", "price_per_mtok must be a non-negative number"),
+        ("+policy.no_such_parameter=1", "cannot build policy"),
+    ],
+)
+def test_bad_settings_exit_2_with_one_clear_line(tmp_path, override, message):
+    run_dir = tmp_path / "run"
+    proc = memlens("simulate", override, "mlflow.enabled=false", f"hydra.run.dir={run_dir}",
+                   cwd=tmp_path, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert f"error: {message}" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (run_dir / "metrics.json").exists()
