@@ -234,8 +234,14 @@ def test_compare_rejects_unknown_policies_before_running(tmp_path):
 )
 def test_bad_settings_exit_2_with_one_clear_line(tmp_path, override, message):
     run_dir = tmp_path / "run"
-    proc = memlens("simulate", override, "mlflow.enabled=false", f"hydra.run.dir={run_dir}",
-                   cwd=tmp_path, check=False)
+    proc = memlens(
+        "simulate",
+        override,
+        "mlflow.enabled=false",
+        f"hydra.run.dir={run_dir}",
+        cwd=tmp_path,
+        check=False,
+    )
     assert proc.returncode == 2, proc.stderr
     assert f"error: {message}" in proc.stderr
     assert "Traceback" not in proc.stderr
