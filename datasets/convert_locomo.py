@@ -26,7 +26,7 @@ from pathlib import Path
 from memlens.tokenizer import get_tokenizer
 from memlens.trace import ITEM_TYPES
 
-from .sources import SourceError, load_json, need, sha256_file
+from .sources import SourceError, load_json_list, need, sha256_file
 
 PLACEMENTS = ("end", "after_evidence")
 _SPLIT = re.compile(r"[;,\s]+")
@@ -117,11 +117,7 @@ def convert_locomo(
             raise ValueError(f"{name} must be one of {', '.join(ITEM_TYPES)}, got {ty!r}")
     tok = get_tokenizer(tokenizer)
     src = Path(src)
-    data = load_json(src)
-    if not isinstance(data, list):
-        raise SourceError(
-            src, "<root>", f"expected a list of conversations, got {type(data).__name__}"
-        )
+    data = load_json_list(src, "conversations")
     report: Counter = Counter()
     dropped: list[dict] = []
     events: list[dict] = []

@@ -27,7 +27,7 @@ import orjson
 
 from memlens.tokenizer import get_tokenizer
 
-from .sources import SourceError, load_json, need, sha256_file
+from .sources import SourceError, load_json_list, need, sha256_file
 
 SOURCES = ("first", "last")
 _ROLE_TYPE = {"user": "user_input", "assistant": "llm_thought", "tool": "tool_result"}
@@ -85,11 +85,7 @@ def convert_taubench(
         raise ValueError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
     tok = get_tokenizer(tokenizer)
     src = Path(src)
-    data = load_json(src)
-    if not isinstance(data, list):
-        raise SourceError(
-            src, "<root>", f"expected a list of trajectories, got {type(data).__name__}"
-        )
+    data = load_json_list(src, "trajectories")
     report: Counter = Counter()
     unmatched_by_arg: Counter = Counter()
     events: list[dict] = []

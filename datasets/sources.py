@@ -38,6 +38,16 @@ def load_json(path: str | os.PathLike):
         raise SourceError(path, "", f"malformed JSON: {exc}") from None
 
 
+def load_json_list(path: str | os.PathLike, what: str) -> list:
+    """A JSON source whose root must be a list of ``what`` (conversations, trajectories)."""
+    data = load_json(path)
+    if not isinstance(data, list):
+        raise SourceError(
+            Path(path), "<root>", f"expected a list of {what}, got {type(data).__name__}"
+        )
+    return data
+
+
 def sha256_file(path: str | os.PathLike) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
