@@ -315,36 +315,20 @@ def main() -> None:
         help="only promotion / prefetch / query / filter / compression variants",
     )
     args = ap.parse_args()
-    if args.variants:
-        body = [
-            "## Variants: promotion, prefetch, query, pre-filter, compression",
-            "",
-            "Command: `.venv/bin/python benchmarks/bench_retrieval.py --variants`",
-            "",
-        ]
-        body += variants_table(args.wm_budget, args.retrieval_budget)
-        update_section(args.out, "variants", body)
-        return
-    if args.sweep:
-        body = [
-            "## Settings sweep",
-            "",
-            "Command: `.venv/bin/python benchmarks/bench_retrieval.py --sweep`",
-            "",
-        ]
-        body += sweep_table(args.wm_budget, args.retrieval_budget)
-        update_section(args.out, "sweep", body)
-        return
-    if args.table:
-        body = [
-            "## Context recall with and without retrieval",
-            "",
-            "Command: `.venv/bin/python benchmarks/bench_retrieval.py --table`",
-            "",
-        ]
-        body += context_table(args.policies, args.wm_budget, args.retrieval_budget)
-        update_section(args.out, "context", body)
-        return
+    # each flag writes one section of the results file: (flag, section, title, table maker)
+    sections = [
+        ("variants", "variants", "Variants: promotion, prefetch, query, pre-filter, compression",
+         lambda: variants_table(args.wm_budget, args.retrieval_budget)),
+        ("sweep", "sweep", "Settings sweep",
+         lambda: sweep_table(args.wm_budget, args.retrieval_budget)),
+        ("table", "context", "Context recall with and without retrieval",
+         lambda: context_table(args.policies, args.wm_budget, args.retrieval_budget)),
+    ]  # fmt: skip
+    for flag, section, title, make_table in sections:
+        if getattr(args, flag):
+            command = f"Command: `.venv/bin/python benchmarks/bench_retrieval.py --{flag}`"
+            update_section(args.out, section, [f"## {title}", "", command, "", *make_table()])
+            return
     rng = np.random.default_rng(0)
     rows = []
     for n in args.sizes:
