@@ -68,6 +68,14 @@ def _check_settings(cfg: DictConfig, budgets: list, policy_cfgs: list[DictConfig
     price = cfg.price_per_mtok
     if isinstance(price, bool) or not isinstance(price, (int, float)) or price < 0:
         _fail(f"price_per_mtok must be a non-negative number, got {price!r}")
+    from memlens.oracle import OracleSettings
+    from memlens.retrieval.assemble import RetrievalConfig
+
+    try:
+        RetrievalConfig.from_cfg(cfg)
+        OracleSettings.make(cfg.get("oracle"))
+    except (ValueError, TypeError) as exc:
+        _fail(str(exc))
     for pcfg in policy_cfgs:
         try:
             make_policy(pcfg)

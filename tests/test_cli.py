@@ -230,6 +230,8 @@ def test_compare_rejects_unknown_policies_before_running(tmp_path):
         ("engine=turbo", "engine must be auto, fast or reference"),
         ("price_per_mtok=-1", "price_per_mtok must be a non-negative number"),
         ("+policy.no_such_parameter=1", "cannot build policy"),
+        ("retrieval.k=-1", "retrieval.k must be >= 0"),
+        ("oracle.method=psychic", "oracle.method must be one of"),
     ],
 )
 def test_bad_settings_exit_2_with_one_clear_line(tmp_path, override, message):
