@@ -122,12 +122,37 @@ TRACES = (
 )
 
 
-def context_table(policies: list[str], wm_budget: int, ret_budget: int) -> list[str]:
-    """context_recall and context tokens, retrieval off and on, on the bundled traces."""
+def bundled_traces():
+    """(name, path, trace) for each bundled trace that exists."""
+    from memlens.config import data_path
+    from memlens.run import get_trace
+
+    for rel in TRACES:
+        path = data_path(rel)
+        if Path(path).exists():
+            yield rel, path, get_trace(path)
+
+
+def retrieval_cfg(path: str, ret_budget: int, enabled: bool = True, overrides: dict | None = None):
+    """The default config for ``path`` with retrieval set; MLflow and oracle off (not measured
+    here, and the oracle is slow)."""
     from omegaconf import OmegaConf
 
-    from memlens.config import CONF_DIR, data_path, policy_config
-    from memlens.run import get_trace, replay
+    from memlens.config import CONF_DIR
+
+    cfg = OmegaConf.load(CONF_DIR / "base.yaml")
+    cfg.trace = path
+    cfg.mlflow.enabled = False
+    cfg.oracle = {"enabled": False}
+    cfg.retrieval.enabled = enabled
+    cfg.retrieval.budget = ret_budget
+    return OmegaConf.merge(cfg, OmegaConf.create(overrides or {}))
+
+
+def context_table(policies: list[str], wm_budget: int, ret_budget: int) -> list[str]:
+    """context_recall and context tokens, retrieval off and on, on the bundled traces."""
+    from memlens.config import policy_config
+    from memlens.run import replay
 
     lines = [
         f"Working-memory budget {wm_budget}, retrieval budget {ret_budget} (defaults otherwise: "
@@ -138,20 +163,11 @@ def context_table(policies: list[str], wm_budget: int, ret_budget: int) -> list[
         "| p95 ctx on | assembly p50/p95 ms |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for rel in TRACES:
-        path = data_path(rel)
-        if not Path(path).exists():
-            continue
-        trace = get_trace(path)
+    for rel, path, trace in bundled_traces():
         for name in policies:
             row = {}
             for on in (False, True):
-                cfg = OmegaConf.load(CONF_DIR / "base.yaml")
-                cfg.trace = path
-                cfg.mlflow.enabled = False
-                cfg.oracle = {"enabled": False}  # bounds are issue 3's business, and slow
-                cfg.retrieval.enabled = on
-                cfg.retrieval.budget = ret_budget
+                cfg = retrieval_cfg(path, ret_budget, enabled=on)
                 row[on] = replay(cfg, trace, policy_config(name), wm_budget).metrics
             off, on = row[False]["overall"], row[True]["overall"]
             t = row[True]["timing"]
@@ -172,10 +188,8 @@ SWEEP = ((64, 8, 0.2, 0.2), (64, 8, 0.0, 0.0), (64, 32, 0.0, 0.0), (256, 8, 0.2,
 
 def sweep_table(wm_budget: int, ret_budget: int) -> list[str]:
     """How embedding dimension, k and the rerank weights move context recall (LRU)."""
-    from omegaconf import OmegaConf
-
-    from memlens.config import CONF_DIR, data_path, policy_config
-    from memlens.run import get_trace, replay
+    from memlens.config import policy_config
+    from memlens.run import replay
 
     lines = [
         f"LRU, working-memory budget {wm_budget}, retrieval budget {ret_budget}; recall / "
@@ -184,22 +198,12 @@ def sweep_table(wm_budget: int, ret_budget: int) -> list[str]:
         "| trace | dim | k | w_value | w_freshness | context_recall | retrieval_precision |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for rel in TRACES:
-        path = data_path(rel)
-        if not Path(path).exists():
-            continue
-        trace = get_trace(path)
+    for rel, path, trace in bundled_traces():
         for dim, k, wv, wf in SWEEP:
-            cfg = OmegaConf.load(CONF_DIR / "base.yaml")
-            cfg.trace = path
-            cfg.mlflow.enabled = False
-            cfg.oracle = {"enabled": False}
-            cfg.retrieval.enabled = True
-            cfg.retrieval.budget = ret_budget
-            cfg.embeddings.dim = dim
-            cfg.retrieval.k = k
-            cfg.retrieval.rerank.value = wv
-            cfg.retrieval.rerank.freshness = wf
+            cfg = retrieval_cfg(path, ret_budget, overrides={
+                "embeddings": {"dim": dim},
+                "retrieval": {"k": k, "rerank": {"value": wv, "freshness": wf}},
+            })  # fmt: skip
             o = replay(cfg, trace, policy_config("lru"), wm_budget).metrics["overall"]
             lines.append(
                 f"| {rel} | {dim} | {k} | {wv} | {wf} | {o['context_recall']:.3f} "
@@ -226,10 +230,8 @@ VARIANTS = (
 
 def variants_table(wm_budget: int, ret_budget: int) -> list[str]:
     """Promotion, prefetch, query enrichment, pre-filter and compression, one at a time (LRU)."""
-    from omegaconf import OmegaConf
-
-    from memlens.config import CONF_DIR, data_path, policy_config
-    from memlens.run import get_trace, replay
+    from memlens.config import policy_config
+    from memlens.run import replay
 
     lines = [
         f"LRU, working-memory budget {wm_budget}, retrieval budget {ret_budget}; each row changes "
@@ -242,19 +244,9 @@ def variants_table(wm_budget: int, ret_budget: int) -> list[str]:
         "| saved ctx | saved LTS | prefetch served | lat ms |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for rel in TRACES:
-        path = data_path(rel)
-        if not Path(path).exists():
-            continue
-        trace = get_trace(path)
+    for rel, path, trace in bundled_traces():
         for label, over in VARIANTS:
-            cfg = OmegaConf.load(CONF_DIR / "base.yaml")
-            cfg.trace = path
-            cfg.mlflow.enabled = False
-            cfg.oracle = {"enabled": False}
-            cfg.retrieval.enabled = True
-            cfg.retrieval.budget = ret_budget
-            cfg = OmegaConf.merge(cfg, OmegaConf.create(over))
+            cfg = retrieval_cfg(path, ret_budget, overrides=over)
             m = replay(cfg, trace, policy_config("lru"), wm_budget).metrics
             o = m["overall"]
             served = o["prefetch_served_share"]
