@@ -1,8 +1,9 @@
 """Throughput and peak memory of the synthetic archetypes, written streaming to disk.
 
 Each case runs in a fresh subprocess so that its peak RSS (``VmHWM``) is its own.  The claim
-under test: memory stays flat as ``events`` grows (episodes are dropped when they finish), so a
-10,000,000-event trace costs about the same RSS as a 100,000-event one.
+under test: memory stays flat as the number of events grows (episodes are dropped when they
+finish), so a 10,000,000-event trace costs about the same RSS as a 100,000-event one.  A case of
+``n`` events is ``streams = n / events_per_stream`` at the archetype's default episode length.
 
     .venv/bin/python benchmarks/bench_generate.py                 # 1e5 and 1e6 per archetype
     .venv/bin/python benchmarks/bench_generate.py --big           # plus one 1e7 case
@@ -25,11 +26,13 @@ from pathlib import Path
 
 CHILD = r"""
 import json, os, sys, time
-from memlens.datasets.archetypes import generate
+from memlens.datasets.archetypes import GENERATORS
 from memlens.trace_io import write_trace
 name, n, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+per = GENERATORS[name]().events_per_stream  # default episode length; n events = streams x per
+knobs = GENERATORS[name](seed=0, streams=max(1, n // per))
 t0 = time.perf_counter()
-lines = write_trace(out, generate(name, seed=0, events=n), header={"generator": name})
+lines = write_trace(out, knobs.events(), header={"generator": name})
 wall = time.perf_counter() - t0
 hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM"))
 print(json.dumps({"lines": lines, "wall_s": wall, "peak_rss_kb": hwm, "bytes": os.path.getsize(out)}))

@@ -39,6 +39,11 @@ from memlens.trace_io import trace_from_events
 RESULTS = Path(__file__).parent / "results"
 
 
+def row(workload: str, engine: str, events: int, wall: float, hits) -> dict:
+    return {"workload": workload, "engine": engine, "events_per_s": events / wall, "hits": hits,
+            "wall_s": wall}  # fmt: skip
+
+
 def best_of(fn, repeats: int = 3):
     best, out = float("inf"), None
     for _ in range(repeats):
@@ -62,13 +67,7 @@ def memlens_row(trace, policy_cls, engine, budget, demand_fetch, label):
     go()  # warm-up (numba cache load)
     wall, res = best_of(go)
     hits = compute_metrics(trace, res)["overall"]["hits"]
-    return {
-        "workload": label,
-        "engine": f"memlens {policy_cls.name} ({engine})",
-        "events_per_s": trace.n_events / wall,
-        "hits": hits,
-        "wall_s": wall,
-    }
+    return row(label, f"memlens {policy_cls.name} ({engine})", trace.n_events, wall, hits)
 
 
 def cachetools_row(keys, capacity, label):
@@ -88,13 +87,7 @@ def cachetools_row(keys, capacity, label):
         return hits
 
     wall, hits = best_of(go, repeats=1)
-    return {
-        "workload": label,
-        "engine": "cachetools.LRUCache (Python loop)",
-        "events_per_s": len(key_list) / wall,
-        "hits": hits,
-        "wall_s": wall,
-    }
+    return row(label, "cachetools.LRUCache (Python loop)", len(key_list), wall, hits)
 
 
 def libcachesim_row(keys, capacity, label):
@@ -116,13 +109,40 @@ def libcachesim_row(keys, capacity, label):
             return round((1.0 - miss_ratio) * len(keys))
 
         wall, hits = best_of(go)
-    return {
-        "workload": label,
-        "engine": "libCacheSim LRU (C loop, incl. text parsing)",
-        "events_per_s": len(keys) / wall,
-        "hits": hits,
-        "wall_s": wall,
-    }
+    return row(label, "libCacheSim LRU (C loop, incl. text parsing)", len(keys), wall, hits)
+
+
+def classic_rows(events: int) -> list[dict]:
+    """The classic cache workloads: MemLens' engines, cachetools and libCacheSim on one trace."""
+    rows = []
+    for universe in (10_000, 1_000_000):
+        keys = zipf_keys(events, universe, 0.8, np.random.default_rng(0))
+        capacity = universe // 10
+        trace = classic_trace(keys)
+        label = f"classic zipf, {universe:,} objects, budget {capacity:,}"
+        found = [memlens_row(trace, cls, engine, capacity, True, label)
+                 for cls in (SlidingWindow, LRU) for engine in ("fast", "reference")]  # fmt: skip
+        found += [cachetools_row(keys, capacity, label), libcachesim_row(keys, capacity, label)]
+        for r in filter(None, found):
+            print(f"{r['workload']:<45} {r['engine']:<45} {r['events_per_s']:>12,.0f} ev/s  "
+                  f"hits={r['hits']}")  # fmt: skip
+            rows.append(r)
+    return rows
+
+
+def agent_rows(events: int) -> tuple[list[dict], float]:
+    """The generated agent workload (both MemLens engines); also the seconds to build it."""
+    t0 = time.perf_counter()
+    agent = trace_from_events(generate_simple(seed=0, streams=8, events_per_stream=events // 8))
+    build = time.perf_counter() - t0
+    label = f"generated agent trace ({agent.n_events:,} events, 8 streams)"
+    rows = []
+    for cls in (SlidingWindow, LRU):
+        for engine in ("fast", "reference"):
+            rows.append(memlens_row(agent, cls, engine, 2048, False, label))
+            r = rows[-1]
+            print(f"{r['workload']:<45} {r['engine']:<45} {r['events_per_s']:>12,.0f} ev/s")
+    return rows, build
 
 
 def main() -> None:
@@ -130,35 +150,9 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--out", type=Path, default=RESULTS / "replay.md")
     args = ap.parse_args()
-    rows = []
-    for universe in (10_000, 1_000_000):
-        rng = np.random.default_rng(0)
-        keys = zipf_keys(args.events, universe, 0.8, rng)
-        capacity = universe // 10
-        trace = classic_trace(keys)
-        label = f"classic zipf, {universe:,} objects, budget {capacity:,}"
-        for cls in (SlidingWindow, LRU):
-            rows.append(memlens_row(trace, cls, "fast", capacity, True, label))
-            rows.append(memlens_row(trace, cls, "reference", capacity, True, label))
-        rows.append(cachetools_row(keys, capacity, label))
-        lcs_row = libcachesim_row(keys, capacity, label)
-        if lcs_row:
-            rows.append(lcs_row)
-        for r in rows[-6:]:
-            print(
-                f"{r['workload']:<45} {r['engine']:<45} {r['events_per_s']:>12,.0f} ev/s  "
-                f"hits={r['hits']}"
-            )
-    per_stream = args.events // 8
-    t0 = time.perf_counter()
-    agent = trace_from_events(generate_simple(seed=0, streams=8, events_per_stream=per_stream))
-    build = time.perf_counter() - t0
-    label = f"generated agent trace ({agent.n_events:,} events, 8 streams)"
-    for cls in (SlidingWindow, LRU):
-        for engine in ("fast", "reference"):
-            rows.append(memlens_row(agent, cls, engine, 2048, False, label))
-            r = rows[-1]
-            print(f"{r['workload']:<45} {r['engine']:<45} {r['events_per_s']:>12,.0f} ev/s")
+    rows = classic_rows(args.events)
+    agent, build = agent_rows(args.events)
+    rows += agent
     lines = [
         "# Replay speed (benchmarks/bench_replay.py)",
         "",

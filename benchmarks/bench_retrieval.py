@@ -87,12 +87,12 @@ def bench_size(n: int, args, rng: np.random.Generator) -> dict:
 def replay_numbers() -> tuple[float, str]:
     """Reference loop events/s with retrieval off, and retrieval latency on the bundled trace."""
     from memlens.policies.lru import LRU
-    from omegaconf import OmegaConf
 
-    from memlens.config import CONF_DIR, data_path, policy_config
+    from memlens.config import data_path
     from memlens.generate import generate_simple
-    from memlens.run import get_trace, replay
+    from memlens.retrieval.config import RetrievalConfig
     from memlens.simulator import simulate
+    from memlens.trace_cache import load_trace_cached
     from memlens.trace_io import trace_from_events
 
     tr = trace_from_events(generate_simple(seed=1, streams=8, events_per_stream=125_000))
@@ -100,12 +100,8 @@ def replay_numbers() -> tuple[float, str]:
     for _ in range(3):
         res = simulate(tr, LRU(), 2048, engine="reference", progress=False)
         best = max(best, tr.n_events / res.wall_s)
-    cfg = OmegaConf.load(CONF_DIR / "base.yaml")
-    cfg.trace = data_path("default/agent-small.jsonl.gz")
-    cfg.mlflow.enabled = False
-    cfg.oracle = {"enabled": False}
-    cfg.retrieval.enabled = True
-    m = replay(cfg, get_trace(cfg.trace), policy_config("lru"), 1024).metrics["timing"]
+    trace = load_trace_cached(data_path("default/agent-small.jsonl.gz"))
+    m = replay_metrics(trace, "lru", 1024, RetrievalConfig(enabled=True))["timing"]
     line = (
         f"agent-small, lru @ 1024, retrieval budget 512: assembly p50 "
         f"{m['retrieval_latency_ms_p50']:.3f} ms, p95 {m['retrieval_latency_ms_p95']:.3f} ms; "
@@ -123,36 +119,44 @@ TRACES = (
 
 
 def bundled_traces():
-    """(name, path, trace) for each bundled trace that exists."""
+    """(name, trace) for each bundled trace that exists."""
     from memlens.config import data_path
-    from memlens.run import get_trace
+    from memlens.trace_cache import load_trace_cached
 
     for rel in TRACES:
         path = data_path(rel)
         if Path(path).exists():
-            yield rel, path, get_trace(path)
+            yield rel, load_trace_cached(path)
 
 
-def retrieval_cfg(path: str, ret_budget: int, enabled: bool = True, overrides: dict | None = None):
-    """The default config for ``path`` with retrieval set; MLflow and oracle off (not measured
-    here, and the oracle is slow)."""
-    from omegaconf import OmegaConf
+def replay_metrics(trace, policy: str, wm_budget: int, retrieval, embeddings=None,
+                   compression=None) -> dict:  # fmt: skip
+    """``overall`` and ``timing`` of the run ``memlens simulate`` does for the registered
+    ``policy`` (default parameters) with these typed settings; tiers, embeddings and compression
+    at their defaults unless given, seed 0, no oracle (not measured here, and slow)."""
+    from memlens import pipeline
+    from memlens.compression import CompressionConfig
+    from memlens.config import policy_targets
+    from memlens.embeddings import EmbeddingsConfig
+    from memlens.oracle.solve import OracleSettings
+    from memlens.settings import RunConfig
 
-    from memlens.config import CONF_DIR
-
-    cfg = OmegaConf.load(CONF_DIR / "base.yaml")
-    cfg.trace = path
-    cfg.mlflow.enabled = False
-    cfg.oracle = {"enabled": False}
-    cfg.retrieval.enabled = enabled
-    cfg.retrieval.budget = ret_budget
-    return OmegaConf.merge(cfg, OmegaConf.create(overrides or {}))
+    settings = RunConfig(
+        policy={"_target_": policy_targets()[policy]},
+        budget=wm_budget,
+        retrieval=retrieval,
+        embeddings=EmbeddingsConfig() if embeddings is None else embeddings,
+        compression=CompressionConfig() if compression is None else compression,
+        oracle=OracleSettings(enabled=False),
+        progress=False,
+    )
+    _, report = pipeline.run(settings, trace)
+    return {"overall": report.overall, "timing": report.timing}
 
 
 def context_table(policies: list[str], wm_budget: int, ret_budget: int) -> list[str]:
     """context_recall and context tokens, retrieval off and on, on the bundled traces."""
-    from memlens.config import policy_config
-    from memlens.run import replay
+    from memlens.retrieval.config import RetrievalConfig
 
     lines = [
         f"Working-memory budget {wm_budget}, retrieval budget {ret_budget} (defaults otherwise: "
@@ -163,12 +167,12 @@ def context_table(policies: list[str], wm_budget: int, ret_budget: int) -> list[
         "| p95 ctx on | assembly p50/p95 ms |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for rel, path, trace in bundled_traces():
+    for rel, trace in bundled_traces():
         for name in policies:
             row = {}
             for on in (False, True):
-                cfg = retrieval_cfg(path, ret_budget, enabled=on)
-                row[on] = replay(cfg, trace, policy_config(name), wm_budget).metrics
+                retrieval = RetrievalConfig(enabled=on, budget=ret_budget)
+                row[on] = replay_metrics(trace, name, wm_budget, retrieval)
             off, on = row[False]["overall"], row[True]["overall"]
             t = row[True]["timing"]
             lines.append(
@@ -188,8 +192,8 @@ SWEEP = ((64, 8, 0.2, 0.2), (64, 8, 0.0, 0.0), (64, 32, 0.0, 0.0), (256, 8, 0.2,
 
 def sweep_table(wm_budget: int, ret_budget: int) -> list[str]:
     """How embedding dimension, k and the rerank weights move context recall (LRU)."""
-    from memlens.config import policy_config
-    from memlens.run import replay
+    from memlens.embeddings import EmbeddingsConfig
+    from memlens.retrieval.config import RerankConfig, RetrievalConfig
 
     lines = [
         f"LRU, working-memory budget {wm_budget}, retrieval budget {ret_budget}; recall / "
@@ -198,13 +202,12 @@ def sweep_table(wm_budget: int, ret_budget: int) -> list[str]:
         "| trace | dim | k | w_value | w_freshness | context_recall | retrieval_precision |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for rel, path, trace in bundled_traces():
+    for rel, trace in bundled_traces():
         for dim, k, wv, wf in SWEEP:
-            cfg = retrieval_cfg(path, ret_budget, overrides={
-                "embeddings": {"dim": dim},
-                "retrieval": {"k": k, "rerank": {"value": wv, "freshness": wf}},
-            })  # fmt: skip
-            o = replay(cfg, trace, policy_config("lru"), wm_budget).metrics["overall"]
+            retrieval = RetrievalConfig(enabled=True, budget=ret_budget, k=k,
+                                        rerank=RerankConfig(value=wv, freshness=wf))  # fmt: skip
+            emb = EmbeddingsConfig(dim=dim)
+            o = replay_metrics(trace, "lru", wm_budget, retrieval, emb)["overall"]
             lines.append(
                 f"| {rel} | {dim} | {k} | {wv} | {wf} | {o['context_recall']:.3f} "
                 f"| {o['retrieval_precision']:.3f} |"
@@ -213,26 +216,32 @@ def sweep_table(wm_budget: int, ret_budget: int) -> list[str]:
     return lines
 
 
-VARIANTS = (
-    ("retrieval (defaults)", {}),
-    ("+ promote", {"retrieval": {"promote": True}}),
-    ("+ prefetch", {"retrieval": {"prefetch": True}}),
-    ("+ goal & last action in query (0.5 each)",
-     {"retrieval": {"query": {"goal_weight": 0.5, "last_action_weight": 0.5}}}),
-    ("+ same-task pre-filter", {"retrieval": {"filter": {"same_task": True}}}),
-    ("compression: thoughts summary", {"compression": {"by_type": {"llm_thought": "summary"}}}),
-    ("compression: thoughts summary (counts)",
-     {"compression": {"by_type": {"llm_thought": "summary"}, "summary_counts_as_hit": True}}),
-    ("compression: all entities", {"compression": {"default": "entities"}}),
-    ("compression: tool results pointer", {"compression": {"by_type": {"tool_result": "pointer"}}}),
-)  # fmt: skip
+def variants(ret_budget: int) -> list[tuple]:
+    """(label, retrieval settings, compression settings): one change from the defaults each."""
+    from dataclasses import replace
+
+    from memlens.compression import CompressionConfig as Comp
+    from memlens.retrieval.config import FilterConfig, QueryConfig, RetrievalConfig
+
+    on, full = RetrievalConfig(enabled=True, budget=ret_budget), Comp()
+    thoughts = {"llm_thought": "summary"}
+    return [
+        ("retrieval (defaults)", on, full),
+        ("+ promote", replace(on, promote=True), full),
+        ("+ prefetch", replace(on, prefetch=True), full),
+        ("+ goal & last action in query (0.5 each)",
+         replace(on, query=QueryConfig(goal_weight=0.5, last_action_weight=0.5)), full),
+        ("+ same-task pre-filter", replace(on, filter=FilterConfig(same_task=True)), full),
+        ("compression: thoughts summary", on, Comp(by_type=thoughts)),
+        ("compression: thoughts summary (counts)", on,
+         Comp(by_type=thoughts, summary_counts_as_hit=True)),
+        ("compression: all entities", on, Comp(default="entities")),
+        ("compression: tool results pointer", on, Comp(by_type={"tool_result": "pointer"})),
+    ]  # fmt: skip
 
 
 def variants_table(wm_budget: int, ret_budget: int) -> list[str]:
     """Promotion, prefetch, query enrichment, pre-filter and compression, one at a time (LRU)."""
-    from memlens.config import policy_config
-    from memlens.run import replay
-
     lines = [
         f"LRU, working-memory budget {wm_budget}, retrieval budget {ret_budget}; each row changes "
         "one thing from the defaults.  `lost` = needs retrieved only in a lossy form that does not "
@@ -244,11 +253,10 @@ def variants_table(wm_budget: int, ret_budget: int) -> list[str]:
         "| saved ctx | saved LTS | prefetch served | lat ms |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for rel, path, trace in bundled_traces():
-        for label, over in VARIANTS:
-            cfg = retrieval_cfg(path, ret_budget, overrides=over)
-            m = replay(cfg, trace, policy_config("lru"), wm_budget).metrics
-            o = m["overall"]
+    for rel, trace in bundled_traces():
+        for label, retrieval, compression in variants(ret_budget):
+            o = replay_metrics(trace, "lru", wm_budget, retrieval, compression=compression)
+            o = o["overall"]
             served = o["prefetch_served_share"]
             lines.append(
                 f"| {rel} | {label} | {o['hit_rate']:.3f} | {o['context_recall']:.3f} "
@@ -275,7 +283,7 @@ def update_section(path: Path, name: str, body: list[str]) -> None:
     write_text(path, text)
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 1_000_000])
     ap.add_argument("--dim", type=int, default=64)
@@ -306,7 +314,11 @@ def main() -> None:
         action="store_true",
         help="only promotion / prefetch / query / filter / compression variants",
     )
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     # each flag writes one section of the results file: (flag, section, title, table maker)
     sections = [
         ("variants", "variants", "Variants: promotion, prefetch, query, pre-filter, compression",

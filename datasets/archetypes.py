@@ -3,20 +3,16 @@
 Each archetype simulates *episodes* (one agent task = one stream) and knows, by construction,
 which earlier items every request needs.  Episodes are interleaved ``concurrency`` at a time
 and a finished episode's state is dropped, so memory is bounded by ``concurrency x length``
-whatever the total number of ``events``: ten million events stream to disk in constant memory.
+whatever the total number of events: ten million events stream to disk in constant memory.
 
-Shared knobs (all archetypes):
-
-``events``            total events to produce (the last episode is cut where the total is hit)
-``length``            mean events per episode (each episode's length is drawn around it)
-``concurrency``       episodes interleaved at once (streams active at the same time)
-``request_share``     probability that a step is a request (the rest are writes)
-``reuse_skew``        Zipf exponent for which items get reused (0 = uniform, larger = few hot)
-``long_range_share``  share of a request's needs that reach back to long-lived items
-``token_scale``       multiplies every item's mean token size
-``token_sigma``       log-normal spread of token sizes (0 = every item of a kind the same size)
-``pin_rate``          probability that a long-lived item is pinned when written (simulated user
-                      pins; pins are released when the episode ends)
+Every archetype's knobs are a dataclass (:class:`ArchetypeKnobs` and one subclass per
+archetype; each knob's default, meaning and range are declared once, there): the common
+``seed``, ``streams`` and ``events_per_stream`` of every generator (the trace has
+``streams x events_per_stream`` events; episode lengths vary around ``events_per_stream``, so
+the number of streams is about ``streams``), the knobs all three share (``concurrency``,
+``request_share``, ``reuse_skew``, ``long_range_share``, ``token_scale``, ``token_sigma``,
+``pin_rate``) and the archetype's own.  :data:`GENERATORS` maps every generator's name,
+``simple`` included, to its knobs class; :func:`generate` is the one-call entry point.
 
 All randomness comes from one ``np.random.Generator(seed)`` drawn in blocks, so one seed is one
 trace, byte for byte.
@@ -27,9 +23,21 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import ClassVar
 
 import numpy as np
+
+from memlens.generate import (
+    AT_LEAST_0,
+    AT_LEAST_1,
+    POSITIVE,
+    SHARE,
+    GeneratorKnobs,
+    SimpleKnobs,
+    knob,
+)
 
 _BLOCK = 1 << 16
 
@@ -90,13 +98,13 @@ class Episode:
 
     prefix = "ep"
 
-    def __init__(self, index: int, d: Draws, p: dict):
+    def __init__(self, index: int, d: Draws, p: ArchetypeKnobs):
         self.d, self.p = d, p
         self.stream = f"{self.prefix}{index}"
         self.task = f"{self.prefix}-task{index}"
         self.k = 0
         self.t = 0.0
-        self.length = max(8, int(p["length"] * (0.5 + d.u())))
+        self.length = max(8, int(p.events_per_stream * (0.5 + d.u())))
         self.pinned: list[str] = []
 
     @property
@@ -111,7 +119,7 @@ class Episode:
         ident = f"{self.stream}/{self.k}"
         self.k += 1
         ev = {"event": "write", "id": ident, "stream": self.stream, "t": self._tick(), "type": ty,
-              "tokens": self.d.tokens(mean_tokens * self.p["token_scale"], self.p["token_sigma"]),
+              "tokens": self.d.tokens(mean_tokens * self.p.token_scale, self.p.token_sigma),
               "task": self.task, "text": text}  # fmt: skip
         if meta:
             ev["meta"] = meta
@@ -124,7 +132,7 @@ class Episode:
                 "needs": list(dict.fromkeys(needs)), "text": text}  # fmt: skip
 
     def maybe_pin(self, ident: str) -> list[dict]:
-        if self.p["pin_rate"] > 0 and self.d.u() < self.p["pin_rate"]:
+        if self.p.pin_rate > 0 and self.d.u() < self.p.pin_rate:
             self.pinned.append(ident)
             self.k += 1
             return [{"event": "pin", "target": ident, "stream": self.stream, "t": self.t}]
@@ -154,9 +162,9 @@ class SupportEpisode(Episode):
     def __init__(self, index, d, p):
         super().__init__(index, d, p)
         self.constraints: list[str] = []
-        self.n_constraints = 2 + d.below(p["constraints"])
+        self.n_constraints = 2 + d.below(p.constraints)
         self.recent: list[str] = []  # recent tool results and user asks (short-lived needs)
-        self.zipf = _zipf(self.n_constraints, p["reuse_skew"])
+        self.zipf = _zipf(self.n_constraints, p.reuse_skew)
 
     def step(self) -> list[dict]:
         d, p = self.d, self.p
@@ -166,17 +174,17 @@ class SupportEpisode(Episode):
                                    role="constraint")  # fmt: skip
             self.constraints.append(ident)
             return [ev, *self.maybe_pin(ident)]
-        if self.recent and d.u() < p["request_share"]:
+        if self.recent and d.u() < p.request_share:
             needs = [self.recent[-1 - min(len(self.recent) - 1, int(d.exp(1.0)))]]
-            if d.u() < p["long_range_share"]:
+            if d.u() < p.long_range_share:
                 needs.append(self.constraints[self.zipf(d)])
             return [self.request(needs, "answer the customer")]
         roll = d.u()
-        if roll < p["noise_share"]:
+        if roll < p.noise_share:
             ty = "user_input" if d.u() < 0.5 else "llm_thought"
             _, ev = self.write(ty, 25, "thanks, that's great to hear!", role="chit-chat")
             return [ev]
-        rest = (roll - p["noise_share"]) / max(1e-12, 1.0 - p["noise_share"])
+        rest = (roll - p.noise_share) / max(1e-12, 1.0 - p.noise_share)
         if rest < 0.45:
             ident, ev = self.write("tool_result", 250, "account lookup: status ok", role="lookup")
         elif rest < 0.85:
@@ -198,8 +206,8 @@ class CodingEpisode(Episode):
 
     def __init__(self, index, d, p):
         super().__init__(index, d, p)
-        self.n_files = max(2, p["files"])
-        self.zipf = _zipf(self.n_files, p["reuse_skew"])
+        self.n_files = max(2, p.files)
+        self.zipf = _zipf(self.n_files, p.reuse_skew)
         self.perm = list(range(self.n_files))  # which file is hot differs per episode
         for i in range(self.n_files - 1, 0, -1):
             j = d.below(i + 1)
@@ -214,13 +222,13 @@ class CodingEpisode(Episode):
             self.goal, ev = self.write("user_input", 80, "task: fix the failing test", role="goal")
             return [ev, *self.maybe_pin(self.goal)]
         f = self.perm[self.zipf(d)]
-        if self.latest and d.u() < p["request_share"]:
+        if self.latest and d.u() < p.request_share:
             if f not in self.latest:
                 f = next(iter(self.latest))
             needs = [self.latest[f]]
             if self.test_out is not None and d.u() < 0.5:
                 needs.append(self.test_out)
-            if d.u() < p["long_range_share"]:
+            if d.u() < p.long_range_share:
                 needs.append(self.goal)
             return [self.request(needs, f"change src/mod{f}.py")]
         roll = d.u()
@@ -250,7 +258,7 @@ class AnalysisEpisode(Episode):
         self.question: str | None = None
         self.keys: list[str] = []
         self.last_output: str | None = None
-        self.report_from = int(self.length * (1.0 - p["report_share"]))
+        self.report_from = int(self.length * (1.0 - p.report_share))
 
     def step(self) -> list[dict]:
         d, p = self.d, self.p
@@ -259,15 +267,13 @@ class AnalysisEpisode(Episode):
                                            role="question")  # fmt: skip
             return [ev, *self.maybe_pin(self.question)]
         reporting = self.k >= self.report_from
-        if self.last_output is not None and d.u() < p["request_share"] * (
-            2.0 if reporting else 1.0
-        ):
+        if self.last_output is not None and d.u() < p.request_share * (2.0 if reporting else 1.0):
             needs = []
             if reporting and self.keys:
                 # the report needs key numbers from long ago, skewed to the most important
-                z = _zipf(len(self.keys), p["reuse_skew"])
+                z = _zipf(len(self.keys), p.reuse_skew)
                 needs += [self.keys[z(d)] for _ in range(1 + d.below(3))]
-            elif self.keys and d.u() < p["long_range_share"]:
+            elif self.keys and d.u() < p.long_range_share:
                 needs.append(self.keys[d.below(len(self.keys))])
             else:
                 needs.append(self.last_output)
@@ -276,7 +282,7 @@ class AnalysisEpisode(Episode):
             return [self.request(needs, "write the summary" if reporting else "next query")]
         roll = d.u()
         if roll < 0.55:
-            key = d.u() < p["key_share"]
+            key = d.u() < p.key_share
             ident, ev = self.write("tool_result", 1500, "query result: 2,000 rows",
                                    role="key-output" if key else "output")  # fmt: skip
             self.last_output = ident
@@ -291,52 +297,87 @@ class AnalysisEpisode(Episode):
         return [ev]
 
 
-ARCHETYPES = {"support": SupportEpisode, "coding": CodingEpisode, "analysis": AnalysisEpisode}
-COMMON = {
-    "events": 10_000, "length": 400, "concurrency": 4, "request_share": 0.3, "reuse_skew": 1.1,
-    "long_range_share": 0.3, "token_scale": 1.0, "token_sigma": 0.5, "pin_rate": 0.0,
-}  # fmt: skip
-SPECIFIC = {
-    "support": {"constraints": 4, "noise_share": 0.3},
-    "coding": {"files": 30},
-    "analysis": {"key_share": 0.1, "report_share": 0.2},
+# ----------------------------------------------------------------------------- knobs
+@dataclass
+class ArchetypeKnobs(GeneratorKnobs):
+    """Knobs of every episodic archetype (each archetype adds its own)."""
+
+    episode: ClassVar[type[Episode]]
+
+    streams: int = knob(
+        25, "episodes, one stream each (about: lengths vary, the last ones are cut)", AT_LEAST_1
+    )
+    events_per_stream: int = knob(
+        400, "mean episode length (drawn in 0.5x-1.5x); trace = streams x this", AT_LEAST_1
+    )
+    concurrency: int = knob(4, "episodes interleaved at once", AT_LEAST_1)
+    request_share: float = knob(0.3, "probability that a step is a request (else a write)", SHARE)
+    reuse_skew: float = knob(
+        1.1, "Zipf exponent of which items are reused (0 = uniform, larger = few hot)", AT_LEAST_0
+    )
+    long_range_share: float = knob(0.3, "share of needs that reach back to long-lived items", SHARE)
+    token_scale: float = knob(1.0, "multiplies every item's mean token size", POSITIVE)
+    token_sigma: float = knob(
+        0.5, "log-normal spread of token sizes (0 = one size per kind of item)", AT_LEAST_0
+    )
+    pin_rate: float = knob(
+        0.0, "probability a long-lived item is pinned when written (till episode end)",
+        SHARE,
+    )  # fmt: skip
+
+    def events(self) -> Iterator[dict]:
+        return _run(self)
+
+
+@dataclass
+class SupportKnobs(ArchetypeKnobs):
+    """customer support: early constraints needed throughout, chit-chat, lookups"""
+
+    episode = SupportEpisode
+    constraints: int = knob(4, "an episode states 2 to constraints+1 user constraints", AT_LEAST_1)
+    noise_share: float = knob(0.3, "share of writes that are chit-chat nobody needs again", SHARE)
+
+
+@dataclass
+class CodingKnobs(ArchetypeKnobs):
+    """coding assistant: reads and test outputs reused (Zipf), edits supersede reads"""
+
+    episode = CodingEpisode
+    files: int = knob(30, "files in the repository (at least 2 are used)", AT_LEAST_1)
+
+
+@dataclass
+class AnalysisKnobs(ArchetypeKnobs):
+    """data analysis: long query outputs, key numbers needed late (in the report)"""
+
+    episode = AnalysisEpisode
+    key_share: float = knob(0.1, "share of query outputs that hold key numbers", SHARE)
+    report_share: float = knob(0.2, "final share of an episode spent writing the report", SHARE)
+
+
+ARCHETYPES: dict[str, type[ArchetypeKnobs]] = {
+    "support": SupportKnobs,
+    "coding": CodingKnobs,
+    "analysis": AnalysisKnobs,
 }
+GENERATORS: dict[str, type[GeneratorKnobs]] = {"simple": SimpleKnobs, **ARCHETYPES}
 
 
-def generate(archetype: str, seed: int = 0, **knobs) -> Iterator[dict]:
-    """Yield the events of a synthetic ``archetype`` trace (see module docstring for knobs)."""
-    if archetype not in ARCHETYPES:
-        raise ValueError(f"unknown archetype {archetype!r} ({', '.join(ARCHETYPES)})")
-    p = {**COMMON, **SPECIFIC[archetype]}
-    unknown = set(knobs) - set(p)
-    if unknown:
-        raise ValueError(
-            f"unknown knob(s) for archetype {archetype!r}: {', '.join(sorted(unknown))} "
-            f"(known: {', '.join(sorted(p))})"
-        )
-    p.update(knobs)
-    for name in ("events", "length", "concurrency", "constraints", "files"):
-        if name in p:
-            p[name] = int(p[name])  # "events=1e7" on a command line arrives as a float
-    for name in ("request_share", "long_range_share", "pin_rate"):
-        if not 0.0 <= float(p[name]) <= 1.0:
-            raise ValueError(f"{name} must be in [0, 1], got {p[name]!r}")
-    for name in ("events", "length", "concurrency"):
-        if int(p[name]) < 1:
-            raise ValueError(f"{name} must be >= 1, got {p[name]!r}")
-    if p["reuse_skew"] < 0 or p["token_scale"] <= 0 or p["token_sigma"] < 0:
-        raise ValueError("reuse_skew and token_sigma must be >= 0 and token_scale > 0")
-    return _run(ARCHETYPES[archetype], int(seed), p)
+def generate(archetype: str, **knobs) -> Iterator[dict]:
+    """Yield the events of a synthetic ``archetype`` trace (any of :data:`GENERATORS`)."""
+    if archetype not in GENERATORS:
+        raise ValueError(f"unknown archetype {archetype!r} ({', '.join(GENERATORS)})")
+    return GENERATORS[archetype].make(**knobs).events()
 
 
-def _run(cls, seed: int, p: dict) -> Iterator[dict]:
-    d = Draws(seed)
-    total = int(p["events"])
+def _run(p: ArchetypeKnobs) -> Iterator[dict]:
+    d = Draws(p.seed)
+    total = p.streams * p.events_per_stream
     active: list[Episode] = []
     started = n = 0
     while n < total:
-        while len(active) < p["concurrency"]:
-            active.append(cls(started, d, p))
+        while len(active) < p.concurrency:
+            active.append(p.episode(started, d, p))
             started += 1
         ep = active[d.below(len(active))]
         batch = ep.step()
@@ -349,14 +390,3 @@ def _run(cls, seed: int, p: dict) -> Iterator[dict]:
                 n += ev["event"] != "unpin"
     for ep in active:  # the cut-off episodes release their pins too
         yield from ep.release()
-
-
-def make_generator(archetype: str):
-    """A ``generate(seed=..., **knobs)`` callable for the ``memlens data generate`` registry."""
-
-    def gen(seed: int = 0, **knobs) -> Iterator[dict]:
-        return generate(archetype, seed=seed, **knobs)
-
-    gen.__name__ = f"generate_{archetype}"
-    gen.__doc__ = (ARCHETYPES[archetype].__doc__ or "").strip()
-    return gen

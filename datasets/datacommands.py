@@ -1,100 +1,155 @@
-"""Bodies of ``memlens data convert`` and ``memlens data stats`` (argument parsing, exit codes).
+"""Typed settings and bodies of ``memlens data generate | convert | stats``.
+
+Each command's settings are a dataclass (registered in Hydra's ConfigStore by
+``memlens.datacli``), so Hydra checks names and types when it composes the command line; the
+bodies here take the resolved dataclass and return what to print.  Every setting carries a
+one-line meaning (field metadata ``help``), which ``--help`` lists.
+
+* ``generate``: one schema per generator (:func:`generate_schema`): ``archetype``, ``out`` and
+  the generator's knobs (``memlens.datasets.archetypes.GENERATORS``).
+* ``convert``: one schema per dataset (:data:`DATASETS`): ``dataset``, ``src``, ``out``,
+  ``tokenizer`` and the converter's options, which are its keyword arguments by name.
+* ``stats``: :class:`StatsSettings`.
 
 Conversion is all-or-nothing: the converter builds every event in memory (the sources are a few
 MB), the events are validated exactly as ``load_trace`` would validate the file, and only then
 is the trace written, atomically.  Any problem with the source is a :class:`SourceError` naming
-file and field, reported on stderr with exit code 2.
+file and field; ``memlens.datacli`` reports it as one ``error:`` line with exit code 2.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, make_dataclass
+from enum import Enum
+from typing import ClassVar
 
-from memlens.tokenizer import TokenizerUnavailable
+from omegaconf import MISSING
+
+from memlens.generate import GeneratorKnobs, check_knobs, knob
 from memlens.trace import ITEM_TYPES
-from memlens.trace_io import TraceError, load_trace, trace_from_events, write_trace
+from memlens.trace_io import load_trace, trace_from_events, write_trace
 
-from .sources import SourceError
+from .archetypes import GENERATORS
+from .convert_locomo import PLACEMENTS, convert_locomo
+from .convert_taubench import SOURCES, convert_taubench
 
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports usage errors with exit code 2 and our prefix (it already does 2)."""
-
-
-def _convert_parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog="memlens data convert", description="Convert a real dataset into a trace.")
-    sub = ap.add_subparsers(dest="dataset", required=True)
-    lo = sub.add_parser("locomo", help="LoCoMo conversations (locomo10.json)")
-    lo.add_argument("src")
-    lo.add_argument("out")
-    lo.add_argument("--placement", choices=("end", "after_evidence"), default="end")
-    lo.add_argument(
-        "--tokenizer",
-        default=None,
-        help="approx (default), tiktoken:NAME, bpe_openai:NAME, hf:PATH",
-    )
-    lo.add_argument("--speaker-a-type", choices=ITEM_TYPES, default="user_input")
-    lo.add_argument("--speaker-b-type", choices=ITEM_TYPES, default="llm_thought")
-    lo.add_argument("--turn-seconds", type=float, default=30.0)
-    lo.add_argument(
-        "--no-captions", action="store_true", help="leave image captions out of the text"
-    )
-    tb = sub.add_parser("taubench", help="tau-bench trajectories (e.g. gpt-4o-airline.json)")
-    tb.add_argument("src")
-    tb.add_argument("out")
-    tb.add_argument("--tokenizer", default=None)
-    tb.add_argument("--source", choices=("first", "last"), default="first",
-                    help="which earlier message holding an argument value is its source")  # fmt: skip
-    tb.add_argument("--keep-empty", action="store_true",
-                    help="keep tool calls none of whose argument values was found (no needs)")  # fmt: skip
-    return ap
+SYNTHETIC_TOKENS = "none (synthetic token sizes)"
+OUT_HELP = "the trace file to write (.jsonl, or .jsonl.gz to compress)"
 
 
-def convert_events(args: argparse.Namespace) -> tuple[list[dict], dict]:
-    if args.dataset == "locomo":
-        from .convert_locomo import convert_locomo
-
-        return convert_locomo(
-            args.src, placement=args.placement, tokenizer=args.tokenizer,
-            speaker_a_type=args.speaker_a_type, speaker_b_type=args.speaker_b_type,
-            turn_seconds=args.turn_seconds, captions=not args.no_captions,
-        )  # fmt: skip
-    from .convert_taubench import convert_taubench
-
-    return convert_taubench(
-        args.src, tokenizer=args.tokenizer, source=args.source, keep_empty=args.keep_empty
+# -------------------------------------------------------------------------- generate
+def generate_schema(name: str, knobs: type[GeneratorKnobs]) -> type:
+    """The settings of ``memlens data generate archetype=<name>``: archetype, out, knobs."""
+    hints = typing.get_type_hints(knobs)
+    specs = [
+        ("archetype", str, knob(name, "the generator (choose with archetype=NAME)")),
+        ("out", str, knob(MISSING, OUT_HELP)),
+        *((f.name, hints[f.name], field(default=f.default, metadata=f.metadata)) for f in fields(knobs)),
+    ]  # fmt: skip
+    return make_dataclass(
+        f"Generate{name.title()}", specs, namespace={"__post_init__": check_knobs}
     )
 
 
-def convert(argv: list[str]) -> int:
-    args = _convert_parser().parse_args(argv)
-    try:
-        events, header = convert_events(args)
-        trace_from_events(events, source=args.out)  # same checks as loading the file later
-        n = write_trace(args.out, events, header=header)
-    except (SourceError, TokenizerUnavailable, ValueError) as exc:
-        kind = "invalid converter output" if isinstance(exc, TraceError) else "error"
-        print(f"memlens data convert: {kind}: {exc}", file=sys.stderr)
-        return 2
-    print(f"wrote {n} events to {args.out} (tokenizer {header.get('tokenizer')})")
-    print(json.dumps(header["report"], indent=None))
-    return 0
+def generate(settings) -> str:
+    """Write the trace ``settings`` (a :func:`generate_schema` object) describe."""
+    cls = GENERATORS[settings.archetype]
+    knobs = cls(**{f.name: getattr(settings, f.name) for f in fields(cls)})
+    params = {"archetype": settings.archetype, **knobs.recorded()}
+    header = {"generator": settings.archetype, "tokenizer": SYNTHETIC_TOKENS, "params": params}
+    n = write_trace(settings.out, knobs.events(), header=header)
+    return f"wrote {n} events to {settings.out}"
 
 
-def stats(argv: list[str]) -> int:
+# --------------------------------------------------------------------------- convert
+def _choices(name: str, values: tuple[str, ...]) -> type[Enum]:
+    return Enum(name, {v: v for v in values})
+
+
+Placement = _choices("Placement", PLACEMENTS)
+ItemType = _choices("ItemType", ITEM_TYPES)
+Source = _choices("Source", SOURCES)
+
+
+@dataclass
+class ConvertSettings:
+    """Settings every converter takes; the fields after ``tokenizer`` are converter options."""
+
+    converter: ClassVar[Callable]
+
+    dataset: str = knob(MISSING, "the dataset to convert: dataset=locomo or dataset=taubench")
+    src: str = knob(MISSING, "the source file")
+    out: str = knob(MISSING, OUT_HELP)
+    tokenizer: str | None = knob(
+        None, "approx (null = default), bpe_openai:NAME, tiktoken:NAME or hf:PATH"
+    )
+
+    def options(self) -> dict:
+        """The converter's keyword arguments (enums as their plain string values)."""
+        skip = {"dataset", "src", "out"}
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+        return {k: v.value if isinstance(v, Enum) else v for k, v in values.items()}
+
+
+@dataclass
+class LocomoSettings(ConvertSettings):
+    """LoCoMo (locomo10.json): a stream per conversation, questions as requests"""
+
+    converter = convert_locomo
+    dataset: str = "locomo"
+    placement: Placement = knob(
+        Placement.end,
+        "end: questions after the last session, after_evidence: after evidence",
+    )
+    speaker_a_type: ItemType = knob(ItemType.user_input, "item type of speaker_a's turns")
+    speaker_b_type: ItemType = knob(ItemType.llm_thought, "item type of speaker_b's turns")
+    turn_seconds: float = knob(30.0, "seconds between turns (LoCoMo dates sessions, not turns)")
+    captions: bool = knob(True, "include image captions in the turn text")
+
+
+@dataclass
+class TaubenchSettings(ConvertSettings):
+    """tau-bench results (gpt-4o-airline.json): tool calls as requests, derived needs"""
+
+    converter = convert_taubench
+    dataset: str = "taubench"
+    source: Source = knob(
+        Source.first, "which earlier message holding an argument value is its source"
+    )
+    keep_empty: bool = knob(False, "keep tool calls none of whose argument values was found")
+
+
+DATASETS: dict[str, type[ConvertSettings]] = {
+    "locomo": LocomoSettings,
+    "taubench": TaubenchSettings,
+}
+
+
+def convert(settings: ConvertSettings) -> str:
+    """Convert, validate, then write (atomically); returns the summary to print."""
+    events, header = type(settings).converter(settings.src, **settings.options())
+    trace_from_events(events, source=settings.out)  # same checks as loading the file later
+    n = write_trace(settings.out, events, header=header)
+    return (
+        f"wrote {n} events to {settings.out} (tokenizer {header.get('tokenizer')})\n"
+        f"{json.dumps(header['report'], indent=None)}"
+    )
+
+
+# ----------------------------------------------------------------------------- stats
+@dataclass
+class StatsSettings:
+    """Counts, tokens per item type and evidence age in tokens of one trace"""
+
+    trace: str = knob(MISSING, "the trace file (.jsonl or .jsonl.gz)")
+    json: bool = knob(False, "print the statistics as JSON instead of a table")
+
+
+def stats(settings: StatsSettings) -> str:
     from .stats import format_stats, trace_stats
 
-    ap = _Parser(prog="memlens data stats", description="Counts, tokens per type, evidence age.")
-    ap.add_argument("trace")
-    ap.add_argument("--json", action="store_true", help="print the statistics as JSON")
-    args = ap.parse_args(argv)
-    try:
-        trace = load_trace(args.trace)
-    except TraceError as err:
-        print(f"memlens data stats: error: {err}", file=sys.stderr)
-        return 2
-    s = trace_stats(trace)
-    print(json.dumps(s, indent=2) if args.json else format_stats(s))
-    return 0
+    s = trace_stats(load_trace(settings.trace))
+    return json.dumps(s, indent=2) if settings.json else format_stats(s)

@@ -13,13 +13,9 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-METRICS = [
-    ("hit_rate", "hit rate", "{:.3f}"),
-    ("regret", "regret (oracle_upper - hit rate)", "{:.3f}"),
-    ("mean_context_tokens", "mean context tokens", "{:,.0f}"),
-    ("cost_usd", "cost (USD)", "{:.2f}"),
-    ("false_eviction_rate", "false-eviction rate", "{:.3f}"),
-]
+from memlens.registry import declared
+
+TABLE_METRICS = ["hit_rate", "regret", "mean_context_tokens", "cost_usd", "false_eviction_rate"]
 
 
 def render(rows: list[dict]) -> str:
@@ -31,17 +27,18 @@ def render(rows: list[dict]) -> str:
         budgets = sorted({r["budget"] for r in trows})
         policies = list(dict.fromkeys(r["policy"] for r in trows))
         cell = {(r["policy"], r["budget"]): r for r in trows}
-        for key, title, fmt in METRICS:
+        for key in TABLE_METRICS:
             if not any(r.get(key) is not None for r in trows):
                 continue
-            out.append(f"### {trace}: {title}\n")
+            metric = declared()[key]
+            out.append(f"### {trace}: {key} ({metric.description})\n")
             out.append("| policy | " + " | ".join(str(b) for b in budgets) + " |")
             out.append("|---|" + "---:|" * len(budgets))
             for p in policies:
                 vals = []
                 for b in budgets:
                     v = cell.get((p, b), {}).get(key)
-                    vals.append("-" if v is None else fmt.format(v))
+                    vals.append(metric.format(v))
                 out.append(f"| {p} | " + " | ".join(vals) + " |")
             out.append("")
     return "\n".join(out)

@@ -1,28 +1,36 @@
-"""A checker every registered policy must pass (in the spirit of Gymnasium's env checker).
+"""A checker every registered policy must pass (modelled on Gymnasium's env checker).
 
 ``check_policy(factory)`` replays random traces (all event kinds, several streams, pins that
-may exceed the budget) at several budgets, with and without demand fetch, and checks what the
-contract promises regardless of a policy's strategy:
+may exceed the budget; ``memlens.testing.random_events``) at several budgets, with and without
+demand fetch, and runs the named checks in :data:`CHECKS` on each case.  Each check is a small
+function whose docstring says what the contract promises; a failure raises
+:class:`CheckFailed` saying which check, the case, what was seen and what to fix.  They hold
+whatever a policy's strategy:
 
 * the simulator accepts every decision (no pinned or absent victim, no empty victim list while
-  something evictable is over budget) — it raises :class:`PolicyError` otherwise;
+  something evictable is over budget);
 * working memory is within budget at every request unless pins alone exceed it;
 * pinned items are resident at every request while pinned;
-* hits never exceed needs; evictions equal the WM->STC moves in the log;
+* hits are 0/1 and evictions equal the WM->STC moves in the log;
 * the same seed gives identical results, and ``reset`` really forgets: replaying trace B after
   trace A on one instance equals a fresh instance on B;
-* a policy that declares a fast kernel gives exactly the reference result through it.
+* ``admit`` only decides: if the simulator declines an item ``admit`` accepted, the policy
+  never offers it as a victim;
+* a registered compiled kernel gives exactly the reference result, event for event.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
-from memlens.policy import Policy
-from memlens.simulator import MOVE_EVICT, SimResult, simulate
-from memlens.trace import ITEM_TYPES, PIN, REQUEST, UNPIN, Trace
+from memlens.policy import Policy, PolicyContext, PolicyError, kernel_of
+from memlens.simulator import MoveKind, SimResult, simulate
+from memlens.testing import random_events
+from memlens.trace import PIN, REQUEST, UNPIN, Trace
 from memlens.trace_io import trace_from_events
 
 RESULT_FIELDS = (
@@ -38,99 +46,208 @@ RESULT_FIELDS = (
 
 
 class CheckFailed(AssertionError):
-    pass
+    """A policy failed one of the checks; the message names it and says what to fix."""
 
 
-def random_events(rng: np.random.Generator, n_events: int = 120, n_streams: int = 2) -> list[dict]:
-    """A random valid trace exercising every event kind."""
-    events: list[dict] = []
-    written: list[list[str]] = [[] for _ in range(n_streams)]
-    pinned: list[set[str]] = [set() for _ in range(n_streams)]
-    words = ["error", "final", "answer", "flight", "refund", "42", "ID-7", "Alice", "maybe"]
-    for k in range(n_events):
-        s = int(rng.integers(n_streams))
-        name = f"s{s}"
-        t = float(k)
-        roll = rng.random()
-        have = written[s]
-        if not have or roll < 0.45:
-            ident = f"{name}-w{k}"
-            have.append(ident)
-            text = " ".join(rng.choice(words, size=int(rng.integers(1, 5))).tolist())
-            events.append(
-                {
-                    "event": "write",
-                    "id": ident,
-                    "stream": name,
-                    "t": t,
-                    "tokens": int(rng.integers(1, 40)),
-                    "type": ITEM_TYPES[int(rng.integers(4))],
-                    "cost": float(rng.choice([0.0, 0.001, 0.5])),
-                    "text": text,
-                }
-            )
-        elif roll < 0.85:
-            n = int(rng.integers(0, min(4, len(have)) + 1))
-            needs = rng.choice(have, size=n).tolist() if n else []
-            events.append(
-                {
-                    "event": "request",
-                    "id": f"{name}-r{k}",
-                    "stream": name,
-                    "t": t,
-                    "needs": needs,
-                    "text": " ".join(rng.choice(words, size=2).tolist()),
-                }
-            )
-        elif roll < 0.92:
-            target = have[int(rng.integers(len(have)))]
-            kind = "unpin" if target in pinned[s] else "pin"
-            (pinned[s].discard if kind == "unpin" else pinned[s].add)(target)
-            events.append({"event": kind, "target": target, "t": t})
-        else:
-            target = have[int(rng.integers(len(have)))]
-            events.append(
-                {
-                    "event": "annotate",
-                    "target": target,
-                    "t": t,
-                    "value": float(rng.random()),
-                    "note": "checked",
-                }
-            )
-    return events
+@dataclass
+class Case:
+    """One replay setting: a policy factory, a trace (and another one), budget, demand fetch."""
+
+    factory: Callable[[], Policy]
+    trace: Trace
+    other: Trace
+    budget: int
+    demand_fetch: bool
+    seed: int
+
+    @property
+    def kw(self) -> dict:
+        return dict(budget=self.budget, demand_fetch=self.demand_fetch, seed=self.seed,
+                    engine="reference", progress=False)  # fmt: skip
+
+    @property
+    def label(self) -> str:
+        return (f"{self.factory().name} on {self.trace.source} at budget={self.budget}, "
+                f"demand_fetch={self.demand_fetch}")  # fmt: skip
+
+    def fail(self, check: Callable, seen: str, fix: str) -> CheckFailed:
+        return CheckFailed(f"{check.__name__} failed for {self.label}: {seen}.  Fix: {fix}")
+
+    @cached_property
+    def result(self) -> SimResult:
+        return self.replay(self.factory())
+
+    def replay(self, policy: Policy, trace: Trace | None = None, **kw) -> SimResult:
+        return simulate(self.trace if trace is None else trace, policy, **{**self.kw, **kw})
 
 
-def _same(a: SimResult, b: SimResult) -> bool:
-    return all(np.array_equal(getattr(a, f), getattr(b, f)) for f in RESULT_FIELDS)
+def same_result(a: SimResult, b: SimResult) -> str | None:
+    """None if the two results are identical, else the first field that differs."""
+    for f in RESULT_FIELDS:
+        if not np.array_equal(getattr(a, f), getattr(b, f)):
+            return f
+    return None
 
 
-def _check_invariants(trace: Trace, res: SimResult, budget: int, label: str) -> None:
-    over = (res.context_tokens > budget) & (res.pinned_tokens <= budget)
+# ------------------------------------------------------------------ checks
+def check_decisions_accepted(case: Case) -> None:
+    """The simulator accepts every decision: ``victims`` returns resident, unpinned items of the
+    stream, and something whenever working memory is over budget with an unpinned item in it."""
+    try:
+        case.result  # noqa: B018 (the replay raises PolicyError on a broken decision)
+    except PolicyError as err:
+        raise case.fail(check_decisions_accepted, str(err),
+                        "victims() may only return items that are resident and not pinned "
+                        "(ctx.memory.resident / ctx.memory.is_pinned tell), and must return at "
+                        "least one item while an unpinned one is resident") from err  # fmt: skip
+
+
+def check_outcome_shape(case: Case) -> None:
+    """Hits are 0/1 per needed reference and the eviction counts match the move log."""
+    res = case.result
+    if (res.need_hit > 1).any():
+        raise case.fail(check_outcome_shape, "need_hit holds values other than 0/1",
+                        "this is a simulator bug, not the policy's; report it")  # fmt: skip
+    logged = int((res.move_kind == MoveKind.EVICT).sum())
+    if logged != int(res.evictions.sum()):
+        raise case.fail(check_outcome_shape,
+                        f"{int(res.evictions.sum())} evictions counted, {logged} in the move log",
+                        "this is a simulator bug, not the policy's; report it")  # fmt: skip
+
+
+def check_budget_respected(case: Case) -> None:
+    """Working memory (items + the policy's ``extra_tokens``) is within budget at every request
+    unless pinned items alone exceed it."""
+    res = case.result
+    over = (res.context_tokens > case.budget) & (res.pinned_tokens <= case.budget)
     if over.any():
         r = int(np.flatnonzero(over)[0])
-        raise CheckFailed(f"{label}: {res.context_tokens[r]} tokens in WM at request {r}")
-    if int((res.move_kind == MOVE_EVICT).sum()) != int(res.evictions.sum()):
-        raise CheckFailed(f"{label}: eviction count disagrees with the move log")
-    # pinned items must be resident at every request while pinned
+        raise case.fail(check_budget_respected,
+                        f"{res.context_tokens[r]} tokens in working memory at request {r}",
+                        "extra_tokens must shrink when pins leave less of the budget (the "
+                        "simulator only evicts items, never the policy's own tokens)")  # fmt: skip
+
+
+def check_pins_resident(case: Case) -> None:
+    """Every pinned item is in working memory at every request while it is pinned."""
+    trace, res = case.trace, case.result
     resident: set[int] = set()
     pinned: set[int] = set()
+    leaves = (MoveKind.BYPASS, MoveKind.EVICT)
     moves = iter(zip(res.move_event.tolist(), res.move_item.tolist(), res.move_kind.tolist()))
     pending = next(moves, None)
-    for e in range(trace.n_events):
-        kind = int(trace.ev_kind[e])
-        if kind == REQUEST:
-            missing = pinned - resident
-            if missing:
-                raise CheckFailed(f"{label}: pinned item {min(missing)} absent at event {e}")
+    for e, kind, x in zip(range(trace.n_events), trace.ev_kind.tolist(), trace.ev_ref.tolist()):
+        if kind == REQUEST and pinned - resident:
+            raise case.fail(check_pins_resident,
+                            f"pinned item {min(pinned - resident)} absent at event {e}",
+                            "never return a pinned item from victims()")  # fmt: skip
         while pending is not None and pending[0] == e:
             _, item, mk = pending
-            (resident.discard if mk in (1, MOVE_EVICT) else resident.add)(item)
+            (resident.discard if mk in leaves else resident.add)(item)
             pending = next(moves, None)
         if kind == PIN:
-            pinned.add(int(trace.ev_ref[e]))
+            pinned.add(x)
         elif kind == UNPIN:
-            pinned.discard(int(trace.ev_ref[e]))
+            pinned.discard(x)
+
+
+def check_same_seed_same_result(case: Case) -> None:
+    """Two fresh instances replaying the same trace with the same seed agree exactly."""
+    differs = same_result(case.result, case.replay(case.factory()))
+    if differs:
+        raise case.fail(check_same_seed_same_result, f"two runs with the same seed differ in "
+                        f"{differs}", "draw randomness only from ctx.rng (seeded per stream), "
+                        "and do not iterate over sets of objects whose order can vary")  # fmt: skip
+
+
+def check_reset_forgets(case: Case) -> None:
+    """``reset`` forgets: replaying the trace after another one on the same instance equals a
+    fresh instance (item indices of different traces collide, so leaked state shows)."""
+    reused = case.factory()
+    case.replay(reused, case.other)
+    differs = same_result(case.result, case.replay(reused))
+    if differs:
+        raise case.fail(check_reset_forgets, f"reset() does not forget the previous trace "
+                        f"({differs} differs from a fresh instance)", "create every per-stream "
+                        "container in reset(), not in __init__ or at class level")  # fmt: skip
+
+
+class _Declines(Policy):
+    """Forwards everything to ``inner`` but declines every other item ``inner`` admits."""
+
+    def __init__(self, inner: Policy) -> None:
+        self.inner, self.name, self.asked = inner, inner.name, 0
+
+    @property
+    def extra_tokens(self) -> int:  # type: ignore[override]
+        return self.inner.extra_tokens
+
+    def reset(self, ctx: PolicyContext) -> None:
+        super().reset(ctx)
+        self.inner.reset(ctx)
+
+    def admit(self, item: int, now: int, reason: int) -> bool:
+        self.asked += 1
+        return self.inner.admit(item, now, reason) and self.asked % 2 == 0
+
+    def insert(self, item: int, now: int) -> None:
+        self.inner.insert(item, now)
+
+    def touch(self, item: int, now: int) -> None:
+        self.inner.touch(item, now)
+
+    def victims(self, excess: int, now: int) -> list[int]:
+        return self.inner.victims(excess, now)
+
+    def observe(self, request: int, now: int) -> None:
+        self.inner.observe(request, now)
+
+    def pin(self, item: int) -> None:
+        self.inner.pin(item)
+
+    def unpin(self, item: int) -> None:
+        self.inner.unpin(item)
+
+    def annotate(self, item: int, value: float | None, note: str | None, now: int) -> None:
+        self.inner.annotate(item, value, note, now)
+
+
+def check_admit_only_decides(case: Case) -> None:
+    """``admit`` only decides; the item enters the policy's order in ``insert``.  So when the
+    simulator declines an item ``admit`` accepted, the policy never offers it as a victim."""
+    try:
+        case.replay(_Declines(case.factory()))
+    except PolicyError as err:
+        raise case.fail(check_admit_only_decides, f"with some admitted items declined anyway, "
+                        f"{err}", "admit() must not record the item: the simulator calls "
+                        "insert() after admit() returns True; move the bookkeeping there") from err  # fmt: skip
+
+
+def check_compiled_kernel(case: Case) -> None:
+    """A compiled kernel registered for the policy's class replays it exactly (every field of
+    the result, the whole move log included)."""
+    policy = case.factory()
+    kernel = kernel_of(policy)
+    if kernel is None:
+        return
+    differs = same_result(case.result, case.replay(policy, engine="fast"))
+    if differs:
+        raise case.fail(check_compiled_kernel, f"the {kernel!r} kernel differs from the reference "
+                        f"engine in {differs}", f"remove @compiled_kernel({kernel!r}) from "
+                        f"{type(policy).__name__}, or make its methods match the kernel's "
+                        "queue")  # fmt: skip
+
+
+CHECKS = (
+    check_decisions_accepted,
+    check_outcome_shape,
+    check_budget_respected,
+    check_pins_resident,
+    check_same_seed_same_result,
+    check_reset_forgets,
+    check_admit_only_decides,
+    check_compiled_kernel,
+)
 
 
 def check_policy(
@@ -138,27 +255,13 @@ def check_policy(
     seeds: tuple[int, ...] = (0, 1, 2),
     budgets: tuple[int, ...] = (1, 25, 60, 400),
 ) -> None:
-    """Raise :class:`CheckFailed` (or the simulator's ``PolicyError``) if the policy misbehaves."""
+    """Run every check in :data:`CHECKS`; raise :class:`CheckFailed` at the first failure."""
     for seed in seeds:
         rng = np.random.default_rng(seed)
         trace = trace_from_events(random_events(rng), source=f"<random-{seed}>")
         other = trace_from_events(random_events(rng, n_events=60), source=f"<other-{seed}>")
         for budget in budgets:
             for demand_fetch in (False, True):
-                label = f"{factory().name} seed={seed} budget={budget} demand_fetch={demand_fetch}"
-                kw = dict(budget=budget, demand_fetch=demand_fetch, seed=seed, engine="reference")
-                res = simulate(trace, factory(), **kw)
-                if (res.need_hit > 1).any():
-                    raise CheckFailed(f"{label}: need_hit is not 0/1")
-                _check_invariants(trace, res, budget, label)
-                if not _same(res, simulate(trace, factory(), **kw)):
-                    raise CheckFailed(f"{label}: two runs with the same seed differ")
-                reused = factory()
-                simulate(other, reused, **kw)
-                if not _same(res, simulate(trace, reused, **kw)):
-                    raise CheckFailed(f"{label}: reset() does not forget the previous trace")
-                policy = factory()
-                if policy.fast_kernel is not None:
-                    fast = simulate(trace, policy, **{**kw, "engine": "fast"})
-                    if not _same(res, fast):
-                        raise CheckFailed(f"{label}: fast kernel differs from the reference")
+                case = Case(factory, trace, other, budget, demand_fetch, seed)
+                for check in CHECKS:
+                    check(case)

@@ -1,18 +1,22 @@
-"""The ``memlens`` command: subcommands on top of Hydra 1.3.
+"""The ``memlens`` command: subcommands on top of Hydra 1.3, one grammar (``key=value``).
 
 ``memlens simulate key=value ...``  one replay (Hydra overrides; ``-m`` for sweeps)
 ``memlens compare key=value ...``   every registered policy at several budgets, one table
 ``memlens data ...``                trace tools (generate, convert, stats)
 
-Each Hydra subcommand has its own primary config in ``conf/`` (``simulate.yaml``,
-``compare.yaml``), so ``hydra.run.dir=DIR``, ``--cfg job`` and multirun work as usual.
+Each subcommand has its own primary config in ``conf/`` and its typed schema in
+``memlens.settings``.  Before Hydra launches anything, :func:`run_hydra` composes the config of
+every job the command line asks for (each combination of a ``-m`` sweep), resolves it into the
+typed settings and runs the command's checks, so a bad setting stops the command with exit
+code 2 and one ``error:`` line before any job starts or any file is written.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
-USAGE = """usage: memlens <command> [hydra overrides...]
+USAGE = """usage: memlens <command> [key=value ...]
 
 commands:
   simulate   replay a trace against one policy at one budget (writes metrics.json)
@@ -22,16 +26,103 @@ commands:
 examples:
   memlens simulate trace=my.jsonl policy=lru budget=2048 demand_fetch=false
   memlens simulate -m policy=window,lru budget=512,1024,2048
-  memlens compare budgets=[512,1024,2048,4096]
+  memlens compare budgets=[512,1024,2048,4096] policies=[lru,rule] policy.admit_threshold=0.3
+
+every command: --cfg job (show the composed config), --help (Hydra's help)
 """
 
+#: Hydra flags after which nothing runs (help, config printing): no validation needed.
+_INFO_FLAGS = {"--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i",
+               "--shell-completion", "-sc"}  # fmt: skip
+_VALUE_FLAGS = {"--cfg", "-c", "--package", "-p", "--info", "-i", "--config-path", "-cp",
+                "--config-name", "-cn", "--config-dir", "-cd", "--experimental-rerun"}  # fmt: skip
 
-def run_hydra(config_name: str, task, argv: list[str]) -> None:
-    """Run ``task(cfg)`` as a Hydra app with primary config ``conf/<config_name>.yaml``."""
+
+def split_args(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(Hydra flags with their values, overrides)."""
+    flags, overrides = [], []
+    it = iter(argv)
+    for arg in it:
+        if arg.startswith("-"):
+            flags.append(arg)
+            if arg in _VALUE_FLAGS and arg not in ("--info", "-i"):
+                flags.append(next(it, ""))
+        else:
+            overrides.append(arg)
+    return flags, overrides
+
+
+def job_overrides(overrides: list[str], multirun: bool) -> list[list[str]]:
+    """The override list of every job (a ``-m`` sweep expanded), ``hydra.*`` left out."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    parsed = [o for o in parsed if not o.get_key_element().startswith("hydra")]
+    if not multirun:
+        return [[o.input_line for o in parsed]]
+    if any(o.is_sweep_override() and not o.is_discrete_sweep() for o in parsed):
+        # a range or interval sweep (an optimiser's): check what is fixed, the sweeper the rest
+        parsed = [o for o in parsed if not o.is_sweep_override()]
+    batches = BasicSweeper.split_arguments(parsed, max_batch_size=None)
+    return [job for batch in batches for job in batch]
+
+
+def error_message(exc: BaseException) -> str:
+    """One line saying what is wrong with a setting (Hydra's and OmegaConf's errors too)."""
+    from hydra.errors import MissingConfigException
+
+    text = str(exc).strip()
+    missing = getattr(exc, "missing_cfg_file", None)
+    if isinstance(exc, MissingConfigException) and missing and "/" in missing:
+        group, name = missing.rsplit("/", 1)
+        if group == "policy":
+            from memlens.config import registered_policies
+
+            options = registered_policies()
+        else:
+            options = sorted(o for o in exc.options or [] if not o.endswith("_schema"))
+        return f"unknown {group} {name!r} (registered: {', '.join(options)})"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    first = lines[0] if lines else type(exc).__name__
+    cause = exc.__cause__
+    if cause is not None and str(cause).strip():
+        detail = str(cause).strip().splitlines()[0].strip()
+        first = f"{first.rstrip('.')}: {detail}"
+    return first
+
+
+def validate(config_name: str, argv: list[str], check: Callable | None) -> None:
+    """Compose and check every job's config; exit 2 with one ``error:`` line on a problem."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from memlens.config import compose_config
+
+    flags, overrides = split_args(argv)
+    if _INFO_FLAGS & set(flags):
+        return
+    multirun = "-m" in flags or "--multirun" in flags
+    try:
+        for job in job_overrides(overrides, multirun):
+            cfg = compose_config(config_name, job)
+            if check is not None:
+                check(cfg)
+    except (HydraException, OmegaConfBaseException, ValueError, TypeError, KeyError) as exc:
+        print(f"error: {error_message(exc)}", file=sys.stderr)
+        sys.exit(2)
+
+
+def run_hydra(config_name: str, task: Callable, argv: list[str],
+              check: Callable | None = None) -> None:  # fmt: skip
+    """Validate, then run ``task(cfg)`` as a Hydra app with primary config ``config_name``."""
     import hydra
 
     from memlens.config import CONF_DIR
+    from memlens.settings import register_configs
 
+    register_configs()
+    validate(config_name, argv, check)
     app = hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=config_name)(task)
     saved = sys.argv
     sys.argv = [f"memlens {config_name}", *argv]
@@ -41,6 +132,19 @@ def run_hydra(config_name: str, task, argv: list[str]) -> None:
         sys.argv = saved
 
 
+def policy_overrides_to_list(argv: list[str]) -> list[str]:
+    """``compare``: ``policy.<param>=v`` arguments become one ``policy_overrides=[...]``.
+
+    ``compare`` has no single policy node to override; each job composes its policy with
+    these overrides exactly as ``simulate`` would.
+    """
+    picked = [a for a in argv if a.lstrip("+~").startswith("policy.")]
+    if not picked:
+        return argv
+    quoted = ",".join("'" + a.replace("\\", "\\\\").replace("'", "\\'") + "'" for a in picked)
+    return [a for a in argv if a not in picked] + [f"policy_overrides=[{quoted}]"]
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
@@ -48,13 +152,13 @@ def main(argv: list[str] | None = None) -> None:
         return
     command, rest = argv[0], argv[1:]
     if command == "simulate":
-        from memlens.commands import simulate_task
+        from memlens.commands import check_simulate, simulate_task
 
-        run_hydra("simulate", simulate_task, rest)
+        run_hydra("simulate", simulate_task, rest, check_simulate)
     elif command == "compare":
-        from memlens.commands import compare_task
+        from memlens.commands import check_compare, compare_task
 
-        run_hydra("compare", compare_task, rest)
+        run_hydra("compare", compare_task, policy_overrides_to_list(rest), check_compare)
     elif command == "data":
         from memlens.datacli import main as data_main
 

@@ -1,42 +1,50 @@
-"""Bodies of the Hydra subcommands ``simulate`` and ``compare``."""
+"""Bodies of the Hydra subcommands ``simulate`` and ``compare``: thin loops over the pipeline.
+
+``simulate`` is one pass of ``memlens.pipeline.run``.  ``compare`` composes each of its jobs
+exactly as ``memlens simulate trace=T policy=P budget=B <policy overrides>`` would (the same
+Hydra composition of the policy node, the same typed settings) and runs the same pass, so the
+two commands give identical numbers for identical settings.
+"""
 
 from __future__ import annotations
 
 import sys
+from dataclasses import fields
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from memlens.atomic import write_json, write_text
-from memlens.config import make_policy, policy_config, registered_policies
-from memlens.report import format_table, to_csv
-from memlens.run import get_trace, replay, warn, write_outputs
+from memlens.config import SettingsError, policy_config, registered_policies
+from memlens.pipeline import load_trace, run
+from memlens.registry import report_columns, summary_columns
+from memlens.settings import CommonConfig, CompareConfig, RunConfig, build_policy, resolve
+from memlens.table import format_table, to_csv
 from memlens.trace_io import TraceError
 
-SUMMARY_COLUMNS = [
-    "hit_rate",
-    "oracle_upper",
-    "regret",
-    "request_success",
-    "mean_context_tokens",
-    "p95_context_tokens",
-    "false_eviction_rate",
-    "evictions",
-    "cost_usd",
-]
-RETRIEVAL_COLUMNS = [
-    "context_recall",
-    "retrieval_precision",
-    "mean_context_tokens_total",
-    "cost_usd_total",
-]
+
+def job_settings(common: CommonConfig, trace: str, policy, budget: int) -> RunConfig:
+    """One compare job's settings: the shared settings plus its trace, policy and budget."""
+    shared = {f.name: getattr(common, f.name) for f in fields(CommonConfig)}
+    return RunConfig(**{**shared, "trace": trace}, policy=policy, budget=budget)
 
 
-def summary_columns(cfg: DictConfig) -> list[str]:
-    """Metric columns to show: retrieval ones only when request-time retrieval is on."""
-    retrieval = cfg.get("retrieval")
-    extra = RETRIEVAL_COLUMNS if retrieval is not None and retrieval.get("enabled") else []
-    return [*SUMMARY_COLUMNS, *extra]
+def check_policy_builds(policy_cfg) -> None:
+    try:
+        build_policy(policy_cfg)
+    except (TypeError, ValueError) as exc:
+        raise SettingsError(f"cannot build policy {policy_cfg._target_}: {exc}") from None
+
+
+def check_simulate(cfg: DictConfig) -> None:
+    """Everything ``simulate`` can check before it starts (raises on the first problem)."""
+    check_policy_builds(resolve(cfg).policy)
+
+
+def check_compare(cfg: DictConfig) -> None:
+    settings: CompareConfig = resolve(cfg)
+    for name in settings.policies or registered_policies():
+        check_policy_builds(policy_config(name, settings.policy_overrides))
 
 
 def _run_dir() -> Path:
@@ -45,131 +53,82 @@ def _run_dir() -> Path:
     return Path(HydraConfig.get().runtime.output_dir)
 
 
-def _load(path: str, cfg: DictConfig):
+def _load(settings: CommonConfig, path: str | None = None):
     try:
-        return get_trace(path, disk_cache=bool(cfg.get("trace_cache", True)))
+        return load_trace(settings, path)
     except TraceError as err:
         print(f"error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
 
 
-def _fail(message: str) -> None:
-    print(f"error: {message}", file=sys.stderr)
-    raise SystemExit(2)
+def warn(messages: list[str]) -> None:
+    for m in messages:
+        print(f"warning: {m}", file=sys.stderr)
 
 
-def _check_settings(cfg: DictConfig, budgets: list, policy_cfgs: list[DictConfig]) -> None:
-    """Reject bad settings before anything runs or is written (exit code 2, one clear line)."""
-    for b in budgets:
-        if isinstance(b, bool) or not isinstance(b, int) or b <= 0:
-            _fail(f"budget must be a positive integer number of tokens, got {b!r}")
-    if cfg.engine not in ("auto", "fast", "reference"):
-        _fail(f"engine must be auto, fast or reference, got {cfg.engine!r}")
-    price = cfg.price_per_mtok
-    if isinstance(price, bool) or not isinstance(price, (int, float)) or price < 0:
-        _fail(f"price_per_mtok must be a non-negative number, got {price!r}")
-    from memlens.oracle import OracleSettings
-    from memlens.retrieval.assemble import RetrievalConfig
+def simulate_task(cfg: DictConfig):
+    """``memlens simulate``: one pass of the pipeline, records in the Hydra run dir."""
+    from memlens.tracking import log_report, mlflow_run
+    from memlens.writers import write_run
 
-    try:
-        RetrievalConfig.from_cfg(cfg)
-        OracleSettings.make(cfg.get("oracle"))
-    except (ValueError, TypeError) as exc:
-        _fail(str(exc))
-    for pcfg in policy_cfgs:
-        try:
-            make_policy(pcfg)
-        except Exception as exc:  # hydra wraps constructor errors; show the cause, not a trace
-            cause = exc.__cause__ or exc
-            _fail(f"cannot build policy {pcfg.get('_target_')}: {cause}")
-
-
-def simulate_task(cfg: DictConfig) -> dict:
-    from memlens.tracking import log_run, mlflow_run
-
-    _check_settings(cfg, [cfg.budget], [cfg.policy])
-    trace = _load(cfg.trace, cfg)
+    settings: RunConfig = resolve(cfg)
+    trace = _load(settings)
     out_dir = _run_dir()
-    label = f"{cfg.policy.get('_target_', '').rsplit('.', 1)[-1]}@{cfg.budget}"
-    with mlflow_run(cfg, run_name=label) as run:
-        outcome = replay(cfg, trace, cfg.policy, int(cfg.budget))
-        paths = write_outputs(out_dir, cfg, outcome)
-        if run is not None:
-            params = {
-                "trace": trace.source,
-                "trace_sha256": trace.sha256,
-                "policy": outcome.policy_name,
-                "budget": int(cfg.budget),
-                "demand_fetch": bool(cfg.demand_fetch),
-                "seed": int(cfg.seed),
-                "engine": str(cfg.engine),
-                "policy_cfg": dict(cfg.policy),
-            }
-            log_run(params, {**outcome.metrics["overall"], **outcome.metrics["timing"]}, paths)
-    m = outcome.metrics
-    row = {"policy": outcome.policy_name, "budget": int(cfg.budget), **m["overall"]}
-    print(format_table([row], ["policy", "budget", *summary_columns(cfg)]))
-    print(
-        f"\n{m['overall']['events']} events in {m['timing']['wall_s']:.3f} s "
-        f"({m['timing']['events_per_s']:,.0f} events/s, {m['timing']['engine']} engine); "
-        f"records in {out_dir}"
-    )
-    warn(m["warnings"])
-    return m
+    resolved_yaml = OmegaConf.to_yaml(cfg, resolve=True)
+    label = f"{settings.policy._target_.rsplit('.', 1)[-1]}@{settings.budget}"
+    with mlflow_run(settings.mlflow, run_name=label) as tracking:
+        done, report = run(settings, trace)
+        paths = write_run(out_dir, done, report, resolved_yaml)
+        if tracking is not None:
+            log_report(report, paths)
+    columns = ["policy", "budget", *summary_columns(settings.retrieval.enabled)]
+    print(format_table([report.row()], columns))
+    t = report.timing
+    rate = "-" if t["events_per_s"] is None else f"{t['events_per_s']:,.0f}"
+    print(f"\n{report.overall['events']} events in {t['wall_s']:.3f} s "
+          f"({rate} events/s, {t['engine']} engine); records in {out_dir}")  # fmt: skip
+    warn(report.warnings)
+    return report
+
+
+def compare_jobs(settings: CompareConfig):
+    """(trace path, policy name, typed policy config, budget) for every job, in table order."""
+    names = settings.policies or registered_policies()
+    policies = {n: policy_config(n, settings.policy_overrides) for n in names}
+    for path in settings.traces or [settings.trace]:
+        for name in names:
+            for budget in settings.budgets:
+                yield path, name, policies[name], budget
 
 
 def compare_task(cfg: DictConfig) -> list[dict]:
-    from memlens.tracking import log_run, mlflow_run
+    """``memlens compare``: every (trace, policy, budget) through the pipeline, one table."""
+    from memlens.tracking import log_report, log_run, mlflow_run
 
-    traces = list(cfg.traces) if cfg.get("traces") else [cfg.trace]
-    policies = list(cfg.policies) if cfg.get("policies") else registered_policies()
-    unknown = sorted(set(policies) - set(registered_policies()))
-    if unknown:
-        known = ", ".join(registered_policies())
-        print(f"error: unknown policies {unknown} (registered: {known})", file=sys.stderr)
-        raise SystemExit(2)
+    settings: CompareConfig = resolve(cfg)
+    jobs = list(compare_jobs(settings))
+    for path in dict.fromkeys(job[0] for job in jobs):
+        _load(settings, path)  # every trace validated before any job runs
     out_dir = _run_dir()
-    _check_settings(cfg, list(cfg.budgets), [policy_config(name) for name in policies])
-    loaded = [_load(p, cfg) for p in traces]
     rows: list[dict] = []
-    with mlflow_run(cfg, run_name="compare") as parent:
-        for trace in loaded:
-            for name in policies:
-                pcfg = policy_config(name)
-                for budget in cfg.budgets:
-                    with mlflow_run(cfg, run_name=f"{name}@{budget}", nested=True) as child:
-                        outcome = replay(cfg, trace, pcfg, int(budget))
-                        m = outcome.metrics
-                        if child is not None:
-                            params = {
-                                "trace": trace.source,
-                                "trace_sha256": trace.sha256,
-                                "policy": name,
-                                "budget": int(budget),
-                                "demand_fetch": bool(cfg.demand_fetch),
-                                "seed": int(cfg.seed),
-                            }
-                            log_run(params, {**m["overall"], **m["timing"]}, [])
-                    warn([f"{name}@{budget}: {w}" for w in m["warnings"]])
-                    rows.append(
-                        {
-                            "trace": Path(trace.source).name,
-                            "policy": name,
-                            "budget": int(budget),
-                            **m["overall"],
-                            "events_per_s": m["timing"]["events_per_s"],
-                        }
-                    )
-        columns = ["trace", "policy", "budget", *summary_columns(cfg), "events_per_s"]
+    with mlflow_run(settings.mlflow, run_name="compare") as parent:
+        for path, name, policy, budget in jobs:
+            job = job_settings(settings, path, policy, budget)
+            with mlflow_run(settings.mlflow, run_name=f"{name}@{budget}", nested=True) as child:
+                _, report = run(job, _load(job))
+                if child is not None:
+                    log_report(report)
+            warn([f"{name}@{budget}: {w}" for w in report.warnings])
+            rows.append({**report.row(), "policy": name})
+        columns = ["trace", "policy", "budget", *report_columns()]
         write_text(out_dir / "compare.csv", to_csv(rows, columns))
-        write_json(out_dir / "compare.json", rows)
+        write_json(out_dir / "compare.json", [{c: r.get(c) for c in columns} for r in rows])
         if parent is not None:
-            log_run(
-                {"traces": traces, "policies": policies, "budgets": list(cfg.budgets)},
-                {},
-                [out_dir / "compare.csv"],
-                config=cfg,
-            )
-    print(format_table(rows, columns))
+            log_run({"traces": settings.traces or [settings.trace], "budgets": settings.budgets,
+                     "policies": settings.policies or registered_policies(),
+                     "policy_overrides": settings.policy_overrides}, {},
+                    [out_dir / "compare.csv"], OmegaConf.to_yaml(cfg, resolve=True))  # fmt: skip
+    shown = ["trace", "policy", "budget", *summary_columns(settings.retrieval.enabled)]
+    print(format_table(rows, shown))
     print(f"\ntable written to {out_dir / 'compare.csv'}")
     return rows

@@ -61,30 +61,16 @@ def entity_tokens(text: str, full_tokens: int) -> int:
 
 @dataclass
 class CompressionConfig:
-    default: str = "none"
-    by_type: dict | None = None
-    low_value_threshold: float | None = None
-    low_value_strategy: str = "summary"
-    summary_fraction: float = 0.2
-    summary_counts_as_hit: bool = False
+    """The ``compression:`` settings block (typed; checked when it is built)."""
 
-    @classmethod
-    def from_cfg(cls, cfg) -> CompressionConfig:
-        if cfg is None:
-            return cls()
-        get = cfg.get
-        out = cls(
-            default=str(get("default", "none")),
-            by_type=dict(get("by_type") or {}),
-            low_value_threshold=get("low_value_threshold"),
-            low_value_strategy=str(get("low_value_strategy", "summary")),
-            summary_fraction=float(get("summary_fraction", 0.2)),
-            summary_counts_as_hit=bool(get("summary_counts_as_hit", False)),
-        )
-        out.check()
-        return out
+    default: str = "none"  # none | summary | entities | pointer
+    by_type: dict[str, str] | None = None  # e.g. {llm_thought: summary, tool_result: pointer}
+    low_value_threshold: float | None = None  # items whose static value is below this ...
+    low_value_strategy: str = "summary"  # ... use this strategy
+    summary_fraction: float = 0.2  # a summary keeps this share of the tokens
+    summary_counts_as_hit: bool = False  # does a need served only by a summary count?
 
-    def check(self) -> None:
+    def __post_init__(self) -> None:
         named = {
             "compression.default": self.default,
             "compression.low_value_strategy": self.low_value_strategy,
@@ -99,7 +85,17 @@ class CompressionConfig:
             if v not in STRATEGIES:
                 raise CompressionError(f"{key} must be one of {', '.join(STRATEGIES)}, got {v!r}")
         if not 0.0 < self.summary_fraction <= 1.0:
-            raise CompressionError("compression.summary_fraction must be in (0, 1]")
+            raise CompressionError(
+                f"compression.summary_fraction must be in (0, 1], got {self.summary_fraction}"
+            )
+
+    @property
+    def stores_in_full(self) -> bool:
+        """True when every item is stored as ``none`` (nothing is compressed)."""
+        chosen = [self.default, *(self.by_type or {}).values()]
+        if self.low_value_threshold is not None:
+            chosen.append(self.low_value_strategy)
+        return all(v == "none" for v in chosen)
 
 
 class Compressor:
@@ -121,8 +117,13 @@ class Compressor:
         stored[summ] = np.maximum(1, np.ceil(full[summ] * cfg.summary_fraction)).astype(np.int64)
         for i in np.flatnonzero(codes == ENTITIES).tolist():
             stored[i] = entity_tokens(trace.item_text[i], int(full[i]))
+        self.full_tokens = full
         self.stored_tokens = stored  # tokens the item costs in context when retrieved from LTS
         self.need_entity_ok = answerable_by_entities(trace)
+
+    def tokens_saved(self, where: np.ndarray) -> int:
+        """Full minus stored tokens over the items selected by the bool mask ``where``."""
+        return int((self.full_tokens[where] - self.stored_tokens[where]).sum())
 
     def serves(self, form: int, need_index: int) -> bool:
         """Does an item retrieved in ``form`` serve the need at ``trace.needs[need_index]``?"""

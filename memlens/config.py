@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 import memlens.conf
 import memlens.datasets
@@ -29,23 +29,63 @@ def register_resolvers() -> None:
 
 
 def registered_policies() -> list[str]:
-    """Names of every policy declared in ``conf/policy/<name>.yaml``."""
+    """Names of every policy declared in ``conf/policy/<name>.yaml``: the policy registry."""
     return sorted(p.stem for p in (CONF_DIR / "policy").glob("*.yaml"))
 
 
-def policy_config(name: str) -> DictConfig:
-    path = CONF_DIR / "policy" / f"{name}.yaml"
-    if not path.exists():
+def policy_targets() -> dict[str, str]:
+    """Policy name -> the class its yaml file names with ``_target_``."""
+    out = {}
+    for name in registered_policies():
+        node = OmegaConf.load(CONF_DIR / "policy" / f"{name}.yaml")
+        out[name] = str(node["_target_"])
+    return out
+
+
+class SettingsError(ValueError):
+    """A setting that cannot run; reported as one ``error:`` line with exit code 2."""
+
+
+def compose_config(config_name: str, overrides: list[str] = ()):
+    """Compose ``conf/<config_name>.yaml`` with Hydra overrides (inside a Hydra app or not).
+
+    The one way MemLens composes configs: the CLI's pre-flight checks, every ``compare`` job,
+    tests and notebooks all call this.
+    """
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from memlens.settings import register_configs
+
+    register_configs()
+    if GlobalHydra.instance().is_initialized():
+        return compose(config_name=config_name, overrides=list(overrides))
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name=config_name, overrides=list(overrides))
+
+
+def run_settings(overrides: list[str] = ()):
+    """Typed ``RunConfig`` exactly as ``memlens simulate <overrides>`` resolves it."""
+    from memlens.settings import resolve
+
+    return resolve(compose_config("simulate", overrides))
+
+
+def policy_config(name: str, overrides: list[str] = ()):
+    """The typed policy config exactly as ``memlens simulate policy=NAME <overrides>`` has it."""
+    if name not in registered_policies():
         known = ", ".join(registered_policies())
-        raise KeyError(f"unknown policy {name!r} (registered: {known})")
-    return OmegaConf.load(path)
+        raise SettingsError(f"unknown policy {name!r} (registered: {known})")
+    return run_settings([f"policy={name}", *overrides]).policy
 
 
-def make_policy(cfg: DictConfig):
-    """Instantiate a policy from its config node (``_target_`` plus parameters)."""
-    from hydra.utils import instantiate
+def make_policy(cfg_or_name, overrides: list[str] = ()):
+    """A policy instance from a registered name or a (typed or raw) policy config."""
+    from memlens.settings import build_policy
 
-    return instantiate(cfg, _convert_="all")
+    if isinstance(cfg_or_name, str):
+        cfg_or_name = policy_config(cfg_or_name, overrides)
+    return build_policy(cfg_or_name)
 
 
 register_resolvers()

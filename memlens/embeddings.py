@@ -17,8 +17,9 @@ Embedders (``embeddings.kind``):
   so a missing model is an error, never a download.
 
 Every vector is L2-normalised, so a dot product is the cosine similarity the index uses.
-Results are cached as ``<cache_dir>/<key>.npz`` where the key hashes the trace's sha256 and the
-embedder settings; a changed setting or trace is a new key.
+Results are cached as ``<cache_dir>/<key>.npz`` where the key hashes the trace's sha256, the
+embedder settings that change the vectors (``kind``, ``dim``, ``model``, the corpus's content)
+and the run's seed; a changed setting, seed or trace is a new key.
 """
 
 from __future__ import annotations
@@ -44,6 +45,26 @@ class EmbeddingError(ValueError):
 
 
 @dataclass
+class EmbeddingsConfig:
+    """The ``embeddings:`` settings block (typed; checked when a command's config is resolved)."""
+
+    kind: str = "tfidf"  # tfidf | hashing (scikit-learn + TruncatedSVD) | trace | sentence
+    dim: int = 256  # 256 beat 64 on LoCoMo and tau-bench recall (benchmarks/results/retrieval.md)
+    corpus: str | None = None  # fit on this text file (one document per line), not the trace
+    model: str | None = None  # kind=sentence: a locally installed sentence-transformers model
+    cache: bool = True
+    cache_dir: str | None = None  # default $MEMLENS_CACHE/embeddings or ~/.cache/memlens/...
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise EmbeddingError(
+                f"embeddings.kind must be one of {', '.join(KINDS)}, got {self.kind!r}"
+            )
+        if self.dim <= 0:
+            raise EmbeddingError(f"embeddings.dim must be positive, got {self.dim}")
+
+
+@dataclass
 class Embeddings:
     items: np.ndarray  # float32 [n_items, dim], rows L2-normalised (zero rows for empty text)
     requests: np.ndarray  # float32 [n_requests, dim]
@@ -62,32 +83,13 @@ def _normalise(x: np.ndarray) -> np.ndarray:
     return (x / norms).astype(np.float32)
 
 
-def _settings(cfg) -> dict:
-    get = cfg.get if hasattr(cfg, "get") else dict(cfg or {}).get
-    out = {
-        "kind": str(get("kind", "tfidf")),
-        "dim": int(get("dim", 256)),
-        "seed": int(get("seed", 0)),
-        "corpus": get("corpus"),
-        "model": get("model"),
-        "cache": bool(get("cache", True)),
-        "cache_dir": get("cache_dir"),
-    }
-    if out["kind"] not in KINDS:
-        raise EmbeddingError(
-            f"embeddings.kind must be one of {', '.join(KINDS)}, got {out['kind']!r}"
-        )
-    if out["dim"] <= 0:
-        raise EmbeddingError(f"embeddings.dim must be positive, got {out['dim']}")
-    return out
-
-
-def _cache_key(trace: Trace, s: dict) -> str:
-    parts = {k: s[k] for k in ("kind", "dim", "seed", "model")}
+def _cache_key(trace: Trace, cfg: EmbeddingsConfig, seed: int) -> str:
+    """Hash of what changes the vectors: the settings below, the seed, the trace and corpus."""
+    parts = {"kind": cfg.kind, "dim": cfg.dim, "seed": seed, "model": cfg.model}
     parts["version"] = EMBEDDER_VERSION
     parts["trace"] = trace.sha256
-    if s["corpus"]:
-        parts["corpus"] = hashlib.sha256(Path(s["corpus"]).read_bytes()).hexdigest()
+    if cfg.corpus:
+        parts["corpus"] = hashlib.sha256(Path(cfg.corpus).read_bytes()).hexdigest()
     blob = json.dumps(parts, sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:32]
 
@@ -96,22 +98,21 @@ def default_cache_dir() -> Path:
     return cache_dir("embeddings")
 
 
-def embed_trace(trace: Trace, cfg=None) -> Embeddings:
-    """Vectors for every item and request of ``trace`` (from the cache when possible)."""
-    s = _settings(cfg or {})
+def embed_trace(trace: Trace, cfg: EmbeddingsConfig | None = None, seed: int = 0) -> Embeddings:
+    """Vectors for every item and request of ``trace`` (from the cache when possible).
+
+    ``seed``: the run's seed (seeds the TF-IDF/hashing embedders' SVD).
+    """
+    cfg = EmbeddingsConfig() if cfg is None else cfg
     path = None
-    if s["cache"]:
-        cache_dir = (
-            Path(os.path.expanduser(str(s["cache_dir"]))) if s["cache_dir"] else default_cache_dir()
-        )
-        path = cache_dir / f"{_cache_key(trace, s)}.npz"
+    if cfg.cache:
+        where = Path(os.path.expanduser(cfg.cache_dir)) if cfg.cache_dir else default_cache_dir()
+        path = where / f"{_cache_key(trace, cfg, seed)}.npz"
         if path.exists():
             with np.load(path) as z:
-                return Embeddings(z["items"], z["requests"], s["kind"], str(path))
-    items, requests = _compute(trace, s)
-    emb = Embeddings(
-        _normalise(items), _normalise(requests), s["kind"], str(path) if path else None
-    )
+                return Embeddings(z["items"], z["requests"], cfg.kind, str(path))
+    items, requests = _compute(trace, cfg, seed)
+    emb = Embeddings(_normalise(items), _normalise(requests), cfg.kind, str(path) if path else None)
     if path is not None:
         with atomic_path(path) as tmp:
             with open(tmp, "wb") as fh:
@@ -119,19 +120,18 @@ def embed_trace(trace: Trace, cfg=None) -> Embeddings:
     return emb
 
 
-def _compute(trace: Trace, s: dict) -> tuple[np.ndarray, np.ndarray]:
-    kind = s["kind"]
-    if kind == "trace":
+def _compute(trace: Trace, cfg: EmbeddingsConfig, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    if cfg.kind == "trace":
         return _trace_vectors(trace)
     texts = list(trace.item_text) + list(trace.req_text)
-    if kind == "sentence":
-        vecs = _sentence_vectors(texts, s["model"])
+    if cfg.kind == "sentence":
+        vecs = _sentence_vectors(texts, cfg.model)
     else:
-        vecs = _sklearn_vectors(texts, s)
+        vecs = _sklearn_vectors(texts, cfg, seed)
     return vecs[: trace.n_items], vecs[trace.n_items :]
 
 
-def _sklearn_vectors(texts: list[str], s: dict) -> np.ndarray:
+def _sklearn_vectors(texts: list[str], cfg: EmbeddingsConfig, seed: int) -> np.ndarray:
     from sklearn.decomposition import TruncatedSVD
     from sklearn.feature_extraction.text import HashingVectorizer, TfidfTransformer, TfidfVectorizer
     from sklearn.pipeline import make_pipeline
@@ -140,9 +140,9 @@ def _sklearn_vectors(texts: list[str], s: dict) -> np.ndarray:
     # shares with the item it needs.
     pattern = r"(?u)\b\w\w+\b"
     fit_docs = texts
-    if s["corpus"]:
-        fit_docs = Path(s["corpus"]).read_text(encoding="utf-8").splitlines()
-    if s["kind"] == "hashing":
+    if cfg.corpus:
+        fit_docs = Path(cfg.corpus).read_text(encoding="utf-8").splitlines()
+    if cfg.kind == "hashing":
         sparse = make_pipeline(
             HashingVectorizer(
                 n_features=2**18, alternate_sign=False, token_pattern=pattern, norm=None
@@ -158,12 +158,12 @@ def _sklearn_vectors(texts: list[str], s: dict) -> np.ndarray:
     x = fit_x if fit_docs is texts else sparse.transform(texts)
     # the SVD's rank is bounded by the vocabulary and the number of fitted documents
     n_features = int(np.count_nonzero(np.asarray(fit_x.sum(axis=0)).ravel()))
-    k = min(s["dim"], n_features - 1, fit_x.shape[0] - 1)
-    if k < 1 or s["kind"] == "tfidf" and n_features <= s["dim"]:
+    k = min(cfg.dim, n_features - 1, fit_x.shape[0] - 1)
+    if k < 1 or cfg.kind == "tfidf" and n_features <= cfg.dim:
         # the vocabulary is already small: keep the exact TF-IDF space, no reduction needed
         cols = np.flatnonzero(np.asarray(fit_x.sum(axis=0)).ravel())
         return np.asarray(x[:, cols].todense(), dtype=np.float32)
-    svd = TruncatedSVD(n_components=k, random_state=s["seed"], algorithm="randomized", n_iter=7)
+    svd = TruncatedSVD(n_components=k, random_state=seed, algorithm="randomized", n_iter=7)
     svd.fit(fit_x)
     return svd.transform(x).astype(np.float32)
 

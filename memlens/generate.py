@@ -1,21 +1,121 @@
-"""A simple synthetic agent-trace generator (archetype ``simple``).
+"""Generator knobs (typed, documented, range-checked) and the ``simple`` synthetic archetype.
 
-It produces interleaved streams of writes of all four item types and requests whose needs
-mix recent items (recency-skewed) with long-range ones, plus occasional pins; every need is
-ground truth by construction.  The richer archetypes (support, coding, data analysis) live in
-``memlens.datasets``; this one is small and fast enough to build the bundled default trace
-and the speed benchmarks.
+Every generator is a dataclass of *knobs*: the common ``seed``, ``streams`` and
+``events_per_stream`` (:class:`GeneratorKnobs`) plus its own.  Each knob is declared once, with
+:func:`knob`: its default, a one-line meaning (shown by ``memlens data generate --help``) and
+the range it must lie in (checked when the knobs are built, from Python or from the command
+line, where Hydra has already checked names and types).  ``knobs.events()`` yields the trace.
+
+The ``simple`` archetype produces interleaved streams of writes of all four item types and
+requests whose needs mix recent items (recency-skewed) with long-range ones, plus occasional
+pins; every need is ground truth by construction.  The richer archetypes (support, coding,
+data analysis) live in ``memlens.datasets.archetypes``; this one is small and fast enough to
+build the bundled default trace and the speed benchmarks.
 
 All randomness flows from one ``np.random.Generator`` seeded by ``seed``, so a seed is a trace.
 """
 
 from __future__ import annotations
 
+import math
+import typing
 from collections.abc import Iterator
+from dataclasses import dataclass, field, fields
+from functools import cache
 
 import numpy as np
 
 from memlens.trace import ITEM_TYPES
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric knob may take: ``lo``..``hi``, each end closed unless ``*_open``."""
+
+    lo: float = -math.inf
+    hi: float = math.inf
+    lo_open: bool = False
+    hi_open: bool = False
+
+    def __contains__(self, v: float) -> bool:
+        above = v > self.lo if self.lo_open else v >= self.lo
+        below = v < self.hi if self.hi_open else v <= self.hi
+        return above and below
+
+    def __str__(self) -> str:
+        if self.hi == math.inf:
+            return f"{'>' if self.lo_open else '>='} {self.lo:g}"
+        return f"in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}{')' if self.hi_open else ']'}"
+
+
+AT_LEAST_0, AT_LEAST_1 = Range(0), Range(1)
+POSITIVE, SHARE = Range(0, lo_open=True), Range(0, 1)
+
+
+def knob(default, meaning: str, valid: Range | None = None):
+    """A dataclass field with a default, a one-line ``meaning`` and the ``valid`` range."""
+    return field(default=default, metadata={"help": meaning, "valid": valid})
+
+
+_KINDS = {int: "an integer", float: "a number", bool: "true or false"}
+
+
+@cache
+def _types(cls: type) -> dict[str, type]:
+    return typing.get_type_hints(cls)
+
+
+def check_knobs(obj) -> None:
+    """Check (and, int -> float, coerce) every knob of dataclass ``obj`` against its type and
+    range; raise ``ValueError`` naming the first bad one."""
+    types = _types(type(obj))
+    for f in fields(obj):
+        value, want = getattr(obj, f.name), types[f.name]
+        if want is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+            object.__setattr__(obj, f.name, value)
+        if want in (int, float, bool) and (
+            not isinstance(value, want) or (want is not bool and isinstance(value, bool))
+        ):
+            raise ValueError(f"{f.name} must be {_KINDS[want]}, got {value!r}")
+        valid = f.metadata.get("valid")
+        if valid is not None and value not in valid:
+            raise ValueError(f"{f.name} must be {valid}, got {value!r}")
+
+
+@dataclass
+class GeneratorKnobs:
+    """Knobs every generator accepts (subclasses change defaults and meanings, add their own)."""
+
+    seed: int = knob(0, "seed of the one random generator: same knobs, same trace", AT_LEAST_0)
+    streams: int = knob(4, "number of streams", AT_LEAST_1)
+    events_per_stream: int = knob(500, "events per stream", AT_LEAST_1)
+
+    def __post_init__(self) -> None:
+        check_knobs(self)
+
+    @classmethod
+    def make(cls, **knobs) -> GeneratorKnobs:
+        """``cls(**knobs)``, with a ``ValueError`` listing the known knobs for an unknown one."""
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(knobs) - set(known))
+        if unknown:
+            raise ValueError(f"unknown knob(s) {', '.join(unknown)} (known: {', '.join(known)})")
+        return cls(**knobs)
+
+    def recorded(self) -> dict:
+        """What a trace header records: the common knobs and every knob set off its default
+        (regenerating with exactly these reproduces the trace, header included)."""
+        common = {f.name for f in fields(GeneratorKnobs)}
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name in common or getattr(self, f.name) != f.default
+        }
+
+    def events(self) -> Iterator[dict]:  # pragma: no cover - interface
+        raise NotImplementedError
+
 
 TYPE_WEIGHTS = (0.2, 0.3, 0.35, 0.15)  # user_input, llm_thought, tool_result, agent_state
 MEAN_TOKENS = (60, 120, 400, 80)
@@ -32,39 +132,63 @@ CONTENT = {
 }
 
 
-def generate_simple(
-    seed: int = 0,
-    streams: int = 4,
-    events_per_stream: int = 500,
-    request_share: float = 0.3,
-    max_needs: int = 3,
-    long_range_share: float = 0.2,
-    recency_p: float = 0.15,
-    pin_rate: float = 0.004,
-    max_pins: int = 2,
-    token_sigma: float = 0.6,
-) -> Iterator[dict]:
-    """Yield events (dicts in trace format v1) for ``streams`` interleaved agent streams.
+@dataclass
+class SimpleKnobs(GeneratorKnobs):
+    """interleaved generic agent streams (builds the bundled default trace)"""
+
+    streams: int = knob(4, "streams, interleaved event by event", AT_LEAST_1)
+    events_per_stream: int = knob(
+        500, "events in every stream (the trace has streams x events_per_stream)", AT_LEAST_1
+    )
+    request_share: float = knob(
+        0.3,
+        "probability that an event is a request (else a write, pin or unpin)",
+        Range(0, 1, hi_open=True),
+    )
+    max_needs: int = knob(3, "a request needs 1 to max_needs earlier items", AT_LEAST_1)
+    long_range_share: float = knob(
+        0.2, "probability that a need is any earlier item (else a recent one)", SHARE
+    )
+    recency_p: float = knob(
+        0.15, "geometric p of how far back a recent need is (larger = more recent)",
+        Range(0, 1, lo_open=True),
+    )  # fmt: skip
+    pin_rate: float = knob(
+        0.004, "probability that an event pins a user input or unpins one", SHARE
+    )
+    max_pins: int = knob(2, "user inputs pinned at once per stream (at most)", AT_LEAST_1)
+    token_sigma: float = knob(0.6, "log-normal spread of item token sizes", AT_LEAST_0)
+
+    def events(self) -> Iterator[dict]:
+        return _simple_events(self)
+
+
+def generate_simple(**knobs) -> Iterator[dict]:
+    """Yield the events (dicts in trace format v1) of a ``simple`` trace (knobs: SimpleKnobs).
 
     Pins go to user inputs (at most ``max_pins`` held per stream), as a person would pin a
     stated constraint.
     """
-    if not 0.0 <= request_share < 1.0:
-        raise ValueError("request_share must be in [0, 1)")
-    rng = np.random.default_rng(seed)
+    return SimpleKnobs.make(**knobs).events()
+
+
+def _simple_events(k: SimpleKnobs) -> Iterator[dict]:
+    """The ``simple`` generator's loop: one sequence of random draws (their order is the trace)."""
+    streams, request_share, pin_rate, max_pins = k.streams, k.request_share, k.pin_rate, k.max_pins
+    rng = np.random.default_rng(k.seed)
     written: list[list[str]] = [[] for _ in range(streams)]
     words: list[dict[str, list[str]]] = [{} for _ in range(streams)]
     pinned: list[list[str]] = [[] for _ in range(streams)]
     user_inputs: list[list[str]] = [[] for _ in range(streams)]  # pins go to what a user said
     clock = np.zeros(streams)
     counters = [0] * streams
-    total = streams * events_per_stream
+    total = streams * k.events_per_stream
     for n in range(total):
         s = n % streams
         name = f"s{s}"
         clock[s] += float(rng.exponential(30.0))
         t = round(float(clock[s]), 3)
-        k = counters[s]
+        c = counters[s]
         counters[s] += 1
         have = written[s]
         roll = rng.random()
@@ -79,19 +203,19 @@ def generate_simple(
                     yield {"event": "pin", "target": target, "t": t}
             continue
         if have and roll < pin_rate + request_share:
-            n_needs = int(rng.integers(1, max_needs + 1))
+            n_needs = int(rng.integers(1, k.max_needs + 1))
             needs = []
             for _ in range(n_needs):
-                if rng.random() < long_range_share:
+                if rng.random() < k.long_range_share:
                     j = int(rng.integers(len(have)))
                 else:
-                    j = len(have) - 1 - min(len(have) - 1, int(rng.geometric(recency_p)) - 1)
+                    j = len(have) - 1 - min(len(have) - 1, int(rng.geometric(k.recency_p)) - 1)
                 needs.append(have[j])
             needs = list(dict.fromkeys(needs))
             text = " ".join(w for i in needs for w in words[s][i]) or "continue"
             yield {
                 "event": "request",
-                "id": f"{name}-r{k}",
+                "id": f"{name}-r{c}",
                 "stream": name,
                 "t": t,
                 "needs": needs,
@@ -100,11 +224,11 @@ def generate_simple(
             continue
         ty = int(rng.choice(4, p=TYPE_WEIGHTS))
         type_name = ITEM_TYPES[ty]
-        tokens = max(1, int(rng.lognormal(np.log(MEAN_TOKENS[ty]), token_sigma)))
+        tokens = max(1, int(rng.lognormal(np.log(MEAN_TOKENS[ty]), k.token_sigma)))
         topic = [TOPICS[int(i)] for i in rng.integers(len(TOPICS), size=2)]
         lead = CONTENT[type_name][int(rng.integers(len(CONTENT[type_name])))]
         number = int(rng.integers(1000, 99999))
-        ident = f"{name}-m{k}"
+        ident = f"{name}-m{c}"
         cost = round(float(rng.lognormal(-5.0, 1.0)), 6) if type_name == "tool_result" else 0.0
         have.append(ident)
         if type_name == "user_input":

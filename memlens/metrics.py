@@ -36,28 +36,13 @@ ones that may differ between two runs of the same config and seed; they are kept
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
 
 import numpy as np
 
+from memlens.registry import Metric, computed, metric, register
 from memlens.simulator import SimResult
 from memlens.trace import Trace
-
-DETERMINISTIC_KEYS = (
-    "hit_rate",
-    "request_success",
-    "mean_context_tokens",
-    "p95_context_tokens",
-    "false_eviction_rate",
-    "evictions",
-    "false_evictions",
-    "cost_usd",
-    "events",
-    "requests",
-    "references",
-    "hits",
-    "pins_over_budget_requests",
-)
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -71,37 +56,147 @@ def request_hits(trace: Trace, result: SimResult) -> np.ndarray:
     ).astype(np.int64)
 
 
-def _summary(
-    n_events: int,
-    needs_count: np.ndarray,
-    hits: np.ndarray,
-    ctx: np.ndarray,
-    pinned: np.ndarray,
-    evictions: int,
-    false_evictions: int,
-    budget: int,
-    price_per_mtok: float,
-) -> dict:
-    with_needs = needs_count > 0
-    n_refs = int(needs_count.sum())
-    n_hits = int(hits.sum())
-    return {
-        "hit_rate": _ratio(n_hits, n_refs),
-        "request_success": _ratio(
-            int((hits[with_needs] == needs_count[with_needs]).sum()), int(with_needs.sum())
-        ),
-        "mean_context_tokens": float(ctx.mean()) if ctx.size else None,
-        "p95_context_tokens": float(np.percentile(ctx, 95)) if ctx.size else None,
-        "false_eviction_rate": _ratio(false_evictions, evictions),
-        "evictions": int(evictions),
-        "false_evictions": int(false_evictions),
-        "cost_usd": float(ctx.sum()) * float(price_per_mtok) / 1e6,
-        "events": int(n_events),
-        "requests": int(ctx.size),
-        "references": n_refs,
-        "hits": n_hits,
-        "pins_over_budget_requests": int((pinned > budget).sum()),
-    }
+@dataclass
+class RequestGroup:
+    """The requests of one run or one stream: what every per-group metric is a function of."""
+
+    n_events: int
+    needs_count: np.ndarray  # per request
+    hits: np.ndarray  # per request
+    ctx: np.ndarray  # WM tokens per request
+    pinned: np.ndarray  # pinned tokens per request
+    evictions: int
+    false_evictions: int
+    budget: int
+    price_per_mtok: float
+
+
+# ------------------------------------------------------- core metrics, declared once
+@metric("hit_rate", "needed references present in working memory / all needed references",
+        True, summary=True)  # fmt: skip
+def hit_rate(g: RequestGroup):
+    return _ratio(int(g.hits.sum()), int(g.needs_count.sum()))
+
+
+register(Metric("oracle_upper", "best hit rate any policy of the class can reach (upper bound)",
+                True, group="oracle", summary=True))  # fmt: skip
+register(Metric("regret", "oracle_upper - hit_rate: hit rate left on the table, at most",
+                False, group="oracle", summary=True))  # fmt: skip
+
+
+@metric("request_success", "share of requests (with a need) whose every need was present",
+        True, summary=True)  # fmt: skip
+def request_success(g: RequestGroup):
+    with_needs = g.needs_count > 0
+    full = int((g.hits[with_needs] == g.needs_count[with_needs]).sum())
+    return _ratio(full, int(with_needs.sum()))
+
+
+@metric("mean_context_tokens", "mean WM tokens at a request", None, fmt=",.1f", summary=True)
+def mean_context_tokens(g: RequestGroup):
+    return float(g.ctx.mean()) if g.ctx.size else None
+
+
+@metric("p95_context_tokens", "95th percentile of WM tokens at a request (linear)", None,
+        fmt=",.1f", summary=True)  # fmt: skip
+def p95_context_tokens(g: RequestGroup):
+    return float(np.percentile(g.ctx, 95)) if g.ctx.size else None
+
+
+@metric("false_eviction_rate", "evictions of items a later request needs / all evictions",
+        False, summary=True)  # fmt: skip
+def false_eviction_rate(g: RequestGroup):
+    return _ratio(g.false_evictions, g.evictions)
+
+
+@metric("evictions", "evictions from working memory", None, fmt="d", summary=True)
+def evictions(g: RequestGroup):
+    return int(g.evictions)
+
+
+@metric("false_evictions", "evictions of items a later request needs", False, fmt="d")
+def false_evictions(g: RequestGroup):
+    return int(g.false_evictions)
+
+
+@metric("cost_usd", "sum over requests of context tokens x price_per_mtok / 1e6", False,
+        summary=True)  # fmt: skip
+def cost_usd(g: RequestGroup):
+    return float(g.ctx.sum()) * float(g.price_per_mtok) / 1e6
+
+
+@metric("events", "events replayed", None, fmt="d")
+def events(g: RequestGroup):
+    return int(g.n_events)
+
+
+@metric("requests", "requests replayed", None, fmt="d")
+def requests(g: RequestGroup):
+    return int(g.ctx.size)
+
+
+@metric("references", "needed references", None, fmt="d")
+def references(g: RequestGroup):
+    return int(g.needs_count.sum())
+
+
+@metric("hits", "needed references present in working memory", True, fmt="d")
+def hits(g: RequestGroup):
+    return int(g.hits.sum())
+
+
+@metric("pins_over_budget_requests", "requests at which pinned tokens alone exceeded the budget",
+        None, fmt="d")  # fmt: skip
+def pins_over_budget_requests(g: RequestGroup):
+    return int((g.pinned > g.budget).sum())
+
+
+def _summary(g: RequestGroup) -> dict:
+    return {m.key: m.compute(g) for m in computed()}
+
+
+# ------------------------------------------- retrieval metrics (memlens.retrieval)
+_RETRIEVAL = [
+    ("context_recall", "needed references present, usable, in WM + retrieved context", True),
+    ("retrieval_precision", "retrieved items the request needed / retrieved items", True),
+    ("mean_context_tokens_total", "mean of WM + retrieved tokens per request", None),
+    ("p95_context_tokens_total", "95th percentile of WM + retrieved tokens", None),
+    ("cost_usd_total", "cost of WM + retrieved tokens", False),
+    ("retrieved_items", "items retrieved over all requests", None),
+    ("retrieved_tokens_mean", "mean retrieved tokens per request", None),
+    ("needs_lost_to_compression", "needs retrieved only in a lossy form that fails them", False),
+    ("compression_context_tokens_saved", "full - stored tokens over retrieved items", None),
+    ("compression_stored_tokens_saved", "full - stored tokens over the LTS at the end", None),
+    ("prefetch_served_share", "requests whose beyond-WM needs the prefetched set served", True),
+    ("retrieval_latency_modeled_ms_p50", "configured tier latency on the critical path, p50", False),
+    ("retrieval_latency_modeled_ms_p95", "configured tier latency on the critical path, p95", False),
+    ("promoted", "retrieved items promoted into working memory", None),
+]
+_RETRIEVAL_SUMMARY = {"context_recall", "retrieval_precision", "mean_context_tokens_total",
+                      "cost_usd_total"}  # fmt: skip
+_COUNTS = {"retrieved_items", "needs_lost_to_compression", "compression_context_tokens_saved",
+           "compression_stored_tokens_saved", "promoted"}  # fmt: skip
+for _key, _desc, _hib in _RETRIEVAL:
+    _fmt = "d" if _key in _COUNTS else ",.1f" if "tokens" in _key or "_ms_" in _key else ".4f"
+    register(Metric(_key, _desc, _hib, fmt=_fmt, group="retrieval",
+                    summary=_key in _RETRIEVAL_SUMMARY))  # fmt: skip
+
+# ------------------------------------------------------------------ timing figures
+_TIMING = [
+    ("events_per_s", "events replayed per second of replay (not trace loading)", True, ",.0f"),
+    ("wall_s", "replay wall time, seconds", False, ".3f"),
+    ("engine", "the engine that replayed (reference or fast)", None, "s"),
+    ("oracle_solve_s", "time to solve (or fetch) the oracle bounds", False, ".3f"),
+    ("oracle_cached", "the bounds came from a cache", None, "s"),
+    ("retrieval_latency_ms_p50", "measured retrieval latency, p50", False, ".3f"),
+    ("retrieval_latency_ms_p95", "measured retrieval latency, p95", False, ".3f"),
+    ("index_query_ms_p50", "measured LTS index query time, p50", False, ".3f"),
+    ("index_query_ms_p95", "measured LTS index query time, p95", False, ".3f"),
+    ("index_build_s", "LTS index build time", False, ".3f"),
+]
+for _key, _desc, _hib, _fmt in _TIMING:
+    register(Metric(_key, _desc, _hib, fmt=_fmt, kind="timing", group="timing",
+                    summary=_key == "events_per_s"))  # fmt: skip
 
 
 def _pct(x: np.ndarray, q: float) -> float | None:
@@ -158,20 +253,20 @@ def compute_metrics(
     needs_count = trace.req_needs_count
     hits = request_hits(trace, result)
     ctx = result.context_tokens
-    overall = _summary(
+    overall = _summary(RequestGroup(
         trace.n_events, needs_count, hits, ctx, result.pinned_tokens,
         int(result.evictions.sum()), int(result.false_evictions.sum()),
         result.budget, price_per_mtok,
-    )  # fmt: skip
+    ))  # fmt: skip
     streams = {}
     ev_counts = np.bincount(trace.ev_stream, minlength=trace.n_streams)
     for s, name in enumerate(trace.stream_names):
         mask = trace.req_stream == s
-        streams[name] = _summary(
+        streams[name] = _summary(RequestGroup(
             int(ev_counts[s]), needs_count[mask], hits[mask], ctx[mask],
             result.pinned_tokens[mask], int(result.evictions[s]),
             int(result.false_evictions[s]), result.budget, price_per_mtok,
-        )  # fmt: skip
+        ))  # fmt: skip
     everything = np.ones(trace.n_requests, dtype=bool)
     overall.update(_retrieval_summary(trace, result, retrieval, everything, price_per_mtok))
     for s, name in enumerate(trace.stream_names):
@@ -180,7 +275,7 @@ def compute_metrics(
     wall = result.wall_s
     timing = {
         "wall_s": wall,
-        "events_per_s": trace.n_events / wall if wall > 0 else math.inf,
+        "events_per_s": trace.n_events / wall if wall > 0 else None,
         "engine": result.engine,
     }
     if retrieval is not None:
@@ -199,7 +294,7 @@ def compute_metrics(
 def per_request_table(
     trace: Trace, result: SimResult, retrieval=None
 ) -> dict[str, np.ndarray | list]:
-    """Columns of the per-request record (written as Parquet by ``memlens.run``)."""
+    """Columns of the per-request record (written as Parquet by ``memlens.writers``)."""
     hits = request_hits(trace, result)
     needs_count = trace.req_needs_count
     extra = {}

@@ -1,43 +1,146 @@
 """The placement-policy interface: the one thing every memory policy implements.
 
 A policy decides, for one stream at a time, which items sit in working memory.  The simulator
-owns the facts (what is resident, the token budget, pins, the move log); the policy owns only
-its ordering state.  The interface is deliberately small, in the spirit of Gymnasium's ``Env``
-and cachetools' ``Cache``:
+owns the facts (what is resident, the token budget, pins, the move log) and shows them to the
+policy read-only as ``ctx.memory`` (:class:`WorkingMemory`); the policy owns only its ordering
+state.  The interface is deliberately small, in the spirit of Gymnasium's ``Env`` and
+cachetools' ``Cache``:
 
 ``reset(ctx)``                  a new stream begins; forget everything.
 ``admit(item, now, reason)``    an item may enter working memory (at its write or, with demand
-                                fetch, after a request missed it); return False to decline
-                                (it then goes straight to the short-term cache).
-``insert(item, now)``           the item *is* entering working memory (forced by a pin, or after
-                                ``admit`` said yes); record it as the newest item.
+                                fetch, after a request missed it): decide only, return True to
+                                let it in (the simulator then calls ``insert``) or False to
+                                decline (it then goes straight to the short-term cache).
+``insert(item, now)``           the item *is* entering working memory (after ``admit`` said yes,
+                                or forced by a pin); record it as the newest item.  The
+                                simulator has already counted it: ``ctx.memory`` shows it.
 ``touch(item, now)``            a resident item was needed by a request.
 ``victims(excess, now)``        working memory is ``excess`` tokens over budget: return resident,
                                 unpinned items to evict, in order.  The policy forgets them.
 ``observe(request, now)``       a request was evaluated; its needs are ``ctx.trace.needs_of(r)``.
-``pin(item)`` / ``unpin(item)`` a person marked the item must-keep / lifted that.  A pinned item
-                                must never be returned by ``victims``.
+``pin(item)`` / ``unpin(item)`` a person marked the item must-keep / lifted that (the simulator
+                                has already recorded it).  A pinned item must never be returned
+                                by ``victims``.
 ``annotate(item, value, note)`` a person set a value and/or note on an item.
 
 ``now`` is always the event index being replayed; the trace time is ``ctx.trace.ev_t[now]``.
 Items and requests are integer indices into the trace's columnar arrays (``memlens.trace``).
+
+A policy whose replay a compiled kernel reproduces event for event registers it for its exact
+class with ``@compiled_kernel("fifo")``; subclasses do not inherit it (a subclass may change
+any method), so they replay on the reference engine unless they register themselves.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Protocol, TypeVar
 
 import numpy as np
 
 from memlens.trace import Trace
 
-ADMIT_WRITE = 0
-ADMIT_FETCH = 1
+ADMIT_WRITE = 0  # ``admit`` reason: the item is being written
+ADMIT_FETCH = 1  # ``admit`` reason: a request missed it (demand fetch) or retrieval promotes it
+
+#: Compiled replay kernels (``memlens.fastpath``) a policy class may register.
+KERNEL_NAMES = ("fifo", "lru")
+#: Exact policy class -> the compiled kernel that replays it identically.  Looked up with
+#: ``type(policy)``, never through inheritance: see :func:`compiled_kernel`.
+COMPILED_KERNELS: dict[type, str] = {}
+
+P = TypeVar("P", bound=type)
+
+
+def compiled_kernel(name: str) -> Callable[[P], P]:
+    """Class decorator: ``name`` (one of :data:`KERNEL_NAMES`) replays exactly this class.
+
+    The registration covers the decorated class only.  A subclass that overrides ``touch`` or
+    ``victims`` would otherwise be replayed by its parent's kernel with the parent's behaviour;
+    ``tests/test_fastpath.py`` and ``memlens.checker`` check every registration event for event
+    against the reference engine.
+    """
+    if name not in KERNEL_NAMES:
+        raise ValueError(f"unknown compiled kernel {name!r}; known: {', '.join(KERNEL_NAMES)}")
+
+    def register(cls: P) -> P:
+        COMPILED_KERNELS[cls] = name
+        return cls
+
+    return register
+
+
+def kernel_of(policy: object) -> str | None:
+    """The compiled kernel registered for ``policy``'s exact class, or None."""
+    return COMPILED_KERNELS.get(type(policy))
 
 
 class PolicyError(RuntimeError):
     """A policy broke the interface contract (evicted a pinned or absent item, ...)."""
+
+
+class MemoryCounters(Protocol):
+    """What :class:`WorkingMemory` reads its token counts from (the simulator's replay)."""
+
+    used: int
+    pinned_tok: int
+
+
+class WorkingMemory:
+    """A read-only view of one stream's working memory, kept by the simulator.
+
+    Reads go straight to the simulator's own state (its residency bytearray, pin mapping and
+    token counters), so the view costs the replay nothing per event.  During ``insert`` the
+    entering item is already counted; during ``victims`` the items being chosen are still
+    resident; during ``pin``/``unpin`` the pin is already recorded.
+
+    ``pinned`` is a read-only mapping whose keys are the pinned items in pin order, and
+    ``is_pinned(item)`` its membership test: both are C-level, cheap enough for hot paths.
+    """
+
+    __slots__ = ("_counters", "_in_wm", "_trace", "_stream", "_items", "pinned", "is_pinned")
+
+    def __init__(self, counters: MemoryCounters, trace: Trace, stream: int, in_wm: bytearray,
+                 pins: dict[int, None]) -> None:  # fmt: skip
+        self._counters = counters
+        self._in_wm = in_wm
+        self._trace = trace
+        self._stream = stream
+        self._items: list[int] | None = None  # this stream's items, computed when first asked
+        self.pinned: Mapping[int, None] = MappingProxyType(pins)
+        self.is_pinned: Callable[[int], bool] = pins.__contains__
+
+    @property
+    def used_tokens(self) -> int:
+        """Tokens of the resident items, pinned ones included (not the policy's extra tokens)."""
+        return self._counters.used
+
+    @property
+    def pinned_tokens(self) -> int:
+        """Tokens of the pinned items (all of them resident)."""
+        return self._counters.pinned_tok
+
+    def resident(self, item: int) -> bool:
+        """Whether ``item`` (of this stream) is in working memory now."""
+        return bool(self._in_wm[item]) and int(self._trace.item_stream[item]) == self._stream
+
+    __contains__ = resident
+
+    def items(self) -> list[int]:
+        """The resident items, in write order (O(items of the stream): not for hot paths)."""
+        if self._items is None:
+            self._items = np.flatnonzero(self._trace.item_stream == self._stream).tolist()
+        in_wm = self._in_wm
+        return [i for i in self._items if in_wm[i]]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.items())
+
+    def __len__(self) -> int:
+        return len(self.items())
 
 
 @dataclass
@@ -49,29 +152,32 @@ class PolicyContext:
     budget: int
     demand_fetch: bool
     rng: np.random.Generator
+    memory: WorkingMemory  # read-only view of this stream's working memory
 
 
 class Policy:
-    """Base class for placement policies.  Subclasses override what they need.
-
-    ``fast_kernel`` may name a compiled kernel ("fifo" or "lru") that replays this policy
-    event for event identically (checked by the test suite); the simulator then uses it when
-    ``engine`` is ``auto`` or ``fast``.
-    """
+    """Base class for placement policies.  Subclasses override what they need."""
 
     name: str = "policy"
-    fast_kernel: str | None = None
     #: Tokens the policy itself keeps in working memory beyond resident items (e.g. a summary).
     extra_tokens: int = 0
     #: Whether the policy can bring items into working memory outside writes, pins and demand
     #: fetch; if so, the oracle's bounds do not apply to it.
     outside_oracle_class: bool = False
 
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "fast_kernel" in cls.__dict__:
+            raise TypeError(
+                f"{cls.__name__}: the fast_kernel attribute is gone; decorate the class with "
+                "@memlens.policy.compiled_kernel(name) instead (it is not inherited)"
+            )
+
     def reset(self, ctx: PolicyContext) -> None:
         self.ctx = ctx
 
     def admit(self, item: int, now: int, reason: int) -> bool:
-        self.insert(item, now)
+        """Decide only: may ``item`` enter working memory?  (The simulator calls ``insert``.)"""
         return True
 
     def insert(self, item: int, now: int) -> None:
@@ -96,6 +202,11 @@ class Policy:
         pass
 
 
+def admits_everything(policy: Policy) -> bool:
+    """Whether ``policy.admit`` is the base class's (always yes), so the call can be skipped."""
+    return getattr(policy.admit, "__func__", None) is Policy.admit
+
+
 class OrderedPolicy(Policy):
     """A policy whose eviction order is a queue (oldest first): FIFO, LRU and friends.
 
@@ -105,25 +216,20 @@ class OrderedPolicy(Policy):
     def reset(self, ctx: PolicyContext) -> None:
         super().reset(ctx)
         self._order: OrderedDict[int, None] = OrderedDict()
-        self._pinned: set[int] = set()
+        self._pinned = ctx.memory.pinned
 
     def insert(self, item: int, now: int) -> None:
         self._order[item] = None
 
     def victims(self, excess: int, now: int) -> list[int]:
         order = self._order
-        if self._pinned:
+        pinned = self._pinned
+        if pinned:
             for item in order:
-                if item not in self._pinned:
+                if item not in pinned:
                     del order[item]
                     return [item]
             return []
         if not order:
             return []
         return [order.popitem(last=False)[0]]
-
-    def pin(self, item: int) -> None:
-        self._pinned.add(item)
-
-    def unpin(self, item: int) -> None:
-        self._pinned.discard(item)

@@ -1,45 +1,140 @@
-"""Plain-text tables for the terminal (no dependency: the numbers matter, not the borders)."""
+"""One replay's results: typed sections assembled into one :class:`Report`.
+
+Every analyzer of the pipeline (metrics, oracle, tiers, retrieval, ...) returns a
+:class:`Section`: its own block of metrics.json plus the registered metrics it adds to
+``overall`` and ``timing``.  :func:`assemble` checks each contributed key against the metric
+registry and builds the report; ``Report.to_dict`` is the metrics.json layout, versioned by
+``SCHEMA_VERSION``.  Provenance (package version, git commit, the trace's hash) is part of
+every report, so a number can always be traced to the code and the data that produced it.
+"""
 
 from __future__ import annotations
 
-import csv
-import io
+import functools
+import subprocess
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from memlens.registry import check_keys
+
+#: Version of the metrics.json layout (2: typed pipeline, provenance, policy_config).
+SCHEMA_VERSION = 2
 
 
-def fmt(value, digits: int = 4) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        if value != value:  # NaN
-            return "-"
-        if abs(value) >= 100_000:
-            return f"{value:,.0f}"
-        if abs(value) >= 100:
-            return f"{value:,.1f}"
-        return f"{value:.{digits}f}"
-    return str(value)
+@dataclass
+class Section:
+    """What one analyzer found."""
+
+    name: str  # its block in metrics.json ("" for none)
+    data: dict = field(default_factory=dict)
+    overall: dict = field(default_factory=dict)  # registered metrics for the whole run
+    streams: dict = field(default_factory=dict)  # stream name -> registered metrics
+    timing: dict = field(default_factory=dict)  # registered timing figures
+    warnings: list[str] = field(default_factory=list)
 
 
-def format_table(rows: list[dict], columns: list[str]) -> str:
-    cells = [[fmt(r.get(c)) for c in columns] for r in rows]
-    widths = [max([len(c)] + [len(row[k]) for row in cells]) for k, c in enumerate(columns)]
-    line = "  ".join(c.ljust(w) for c, w in zip(columns, widths))
-    out = [line, "  ".join("-" * w for w in widths)]
-    for row in cells:
-        out.append(
-            "  ".join(v.rjust(w) if _numeric(v) else v.ljust(w) for v, w in zip(row, widths))
-        )
-    return "\n".join(out)
+@dataclass
+class Report:
+    trace: dict  # path, sha256, events, streams
+    policy: str
+    policy_config: dict
+    budget: int
+    demand_fetch: bool
+    seed: int
+    outside_oracle_class: bool
+    overall: dict
+    streams: dict
+    timing: dict
+    sections: dict[str, dict]
+    warnings: list[str]
+    schema_version: int = SCHEMA_VERSION
+    memlens_version: str = ""
+    git_commit: str | None = None
+
+    def to_dict(self) -> dict:
+        """The metrics.json document."""
+        return {
+            "schema_version": self.schema_version,
+            "memlens_version": self.memlens_version,
+            "git_commit": self.git_commit,
+            "trace": self.trace,
+            "policy": self.policy,
+            "policy_config": self.policy_config,
+            "budget": self.budget,
+            "demand_fetch": self.demand_fetch,
+            "seed": self.seed,
+            "overall": self.overall,
+            "streams": self.streams,
+            "timing": self.timing,
+            **self.sections,
+            "outside_oracle_class": self.outside_oracle_class,
+            "warnings": self.warnings,
+        }
+
+    def row(self) -> dict:
+        """One row of a comparison table: the run's identity and every overall metric."""
+        return {
+            "trace": Path(self.trace["path"]).name,
+            "policy": self.policy,
+            "budget": self.budget,
+            **self.overall,
+            **self.timing,
+        }
 
 
-def _numeric(text: str) -> bool:
-    return text.replace(",", "").replace(".", "", 1).replace("-", "", 1).isdigit()
+def assemble(identity: dict, sections: list[Section]) -> Report:
+    """Merge the analyzers' sections into one report (each metric key declared once)."""
+    overall: dict = {}
+    streams: dict = {}
+    timing: dict = {}
+    blocks: dict[str, dict] = {}
+    warnings: list[str] = []
+    for sec in sections:
+        for target, part in ((overall, sec.overall), (timing, sec.timing)):
+            check_keys(part, f"section {sec.name or '-'}")
+            target.update(part)
+        for name, values in sec.streams.items():
+            check_keys(values, f"section {sec.name or '-'}, stream {name}")
+            streams.setdefault(name, {}).update(values)
+        if sec.name:
+            blocks[sec.name] = sec.data
+        warnings.extend(sec.warnings)
+    return Report(
+        **identity,
+        overall=overall,
+        streams=streams,
+        timing=timing,
+        sections=blocks,
+        warnings=warnings,
+        memlens_version=package_version(),
+        git_commit=git_commit(),
+    )
 
 
-def to_csv(rows: list[dict], columns: list[str]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    for r in rows:
-        writer.writerow({c: ("" if r.get(c) is None else r.get(c)) for c in columns})
-    return buf.getvalue()
+@functools.cache
+def package_version() -> str:
+    try:
+        return metadata.version("memlens")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+@functools.cache
+def git_commit() -> str | None:
+    """The commit of the checkout MemLens runs from (``+dirty`` if it has local changes)."""
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists():
+        return None
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{head}+dirty" if dirty else head

@@ -34,6 +34,33 @@ from memlens.simulator import MOVE_ADMIT, MOVE_BYPASS, MOVE_EVICT, SimResult
 from memlens.trace import Trace
 
 NOWHERE, WM, STC, LTS = -1, 0, 1, 2
+SHORT_TERM_POLICIES = ("lru", "fifo")
+
+
+@dataclass
+class TiersConfig:
+    """The ``tiers:`` settings block (typed; checked when a command's config is resolved)."""
+
+    short_term_tokens: int = 8192  # short-term cache capacity in tokens (per stream)
+    ttl_s: float | None = None  # optional time-to-live in the short-term cache (trace seconds)
+    short_term_policy: str = "lru"  # lru (retrieval use refreshes an entry) | fifo
+    short_term_latency_ms: float = 1.0  # configured latency of a short-term cache lookup
+    long_term_latency_ms: float = 20.0  # configured latency of a long-term store query
+
+    def __post_init__(self) -> None:
+        if self.short_term_tokens < 0:
+            raise ValueError(f"tiers.short_term_tokens must be >= 0, got {self.short_term_tokens}")
+        if self.ttl_s is not None and not self.ttl_s > 0:
+            raise ValueError(f"tiers.ttl_s must be > 0 seconds or null, got {self.ttl_s}")
+        if self.short_term_policy not in SHORT_TERM_POLICIES:
+            raise ValueError(
+                f"tiers.short_term_policy must be lru or fifo, got {self.short_term_policy!r}"
+            )
+        for key in ("short_term_latency_ms", "long_term_latency_ms"):
+            if not getattr(self, key) >= 0:
+                raise ValueError(f"tiers.{key} must be >= 0, got {getattr(self, key)}")
+
+
 TIER_NAMES = {NOWHERE: "new", WM: "wm", STC: "stc", LTS: "lts"}
 
 

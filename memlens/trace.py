@@ -18,12 +18,27 @@ ahead of time.  Online policies learn needs through ``Policy.observe``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import IntEnum
 from functools import cached_property
 
 import numpy as np
 
-WRITE, REQUEST, PIN, UNPIN, ANNOTATE = 0, 1, 2, 3, 4
-EVENT_KINDS = ("write", "request", "pin", "unpin", "annotate")
+
+class EventKind(IntEnum):
+    """The kind of an event (``Trace.ev_kind``); usable as a constant in numba kernels."""
+
+    WRITE = 0
+    REQUEST = 1
+    PIN = 2
+    UNPIN = 3
+    ANNOTATE = 4
+
+
+# The members' values under their older names, as plain ints for hot loops: ``EventKind.X`` is
+# an attribute lookup on the enum class (~0.1 us in CPython 3.11), exact ints compare fastest,
+# and numpy converts a list of them four times faster than a list of enum members.
+WRITE, REQUEST, PIN, UNPIN, ANNOTATE = map(int, EventKind)
+EVENT_KINDS = tuple(k.name.lower() for k in EventKind)
 ITEM_TYPES = ("user_input", "llm_thought", "tool_result", "agent_state")
 TYPE_CODE = {name: code for code, name in enumerate(ITEM_TYPES)}
 

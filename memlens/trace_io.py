@@ -343,7 +343,14 @@ class _Builder:
 
 
 def load_trace(path: str | os.PathLike) -> Trace:
-    """Parse and validate a ``.jsonl`` / ``.jsonl.gz`` trace.  Raises :class:`TraceError`."""
+    """Parse and validate a ``.jsonl`` / ``.jsonl.gz`` trace.  Raises :class:`TraceError`.
+
+    ``Trace.sha256`` is *the* trace hash, defined once: the SHA-256 of the trace's JSON Lines
+    text, decompressed, UTF-8, blank lines left out, every line ended by one ``\\n``.  ``trace_from_events`` hashes
+    the lines ``write_trace`` would write, so writing events and loading them back (gzip or
+    not) gives the same hash.  (The parsed-trace cache keys entries by the file's raw bytes:
+    that is a cache key, not the trace's identity.)
+    """
     path = Path(path)
     if not path.exists():
         raise TraceError(str(path), 0, None, "no such trace file")
@@ -353,9 +360,9 @@ def load_trace(path: str | os.PathLike) -> Trace:
     with _open_text(path) as fh:
         try:
             for line_no, raw in enumerate(fh, start=1):
-                digest.update(raw.encode("utf-8"))
                 if not raw.strip():
                     continue
+                digest.update(raw.rstrip("\r\n").encode("utf-8") + b"\n")
                 try:
                     obj = loads(raw)
                 except orjson.JSONDecodeError as exc:
@@ -373,7 +380,7 @@ def trace_from_events(events: Iterable[dict], source: str = "<events>") -> Trace
     builder = _Builder(source)
     digest = hashlib.sha256()
     for line_no, obj in enumerate(events, start=1):
-        digest.update(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS) + b"\n")
+        digest.update(orjson.dumps(obj) + b"\n")  # the line write_trace writes for it
         builder.add(obj, line_no)
     return builder.build(digest.hexdigest())
 

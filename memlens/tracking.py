@@ -16,7 +16,9 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from memlens.registry import declared
+from memlens.report import Report
+from memlens.settings import MlflowConfig
 
 
 def _flatten(d: dict, prefix: str = "") -> dict[str, object]:
@@ -30,43 +32,59 @@ def _flatten(d: dict, prefix: str = "") -> dict[str, object]:
     return out
 
 
-def loggable_metrics(metrics: dict) -> dict[str, float]:
-    """Numeric, finite entries only (MLflow rejects None and strings)."""
+def loggable_metrics(values: dict) -> dict[str, float]:
+    """Registered, numeric, finite entries only (MLflow rejects None and strings)."""
     out = {}
-    for k, v in _flatten(metrics).items():
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
+    for k, v in values.items():
+        if k not in declared() or isinstance(v, bool) or not isinstance(v, (int, float)):
             continue
         if math.isfinite(v):
             out[k] = float(v)
     return out
 
 
+def report_params(report: Report) -> dict:
+    """The parameters every run logs (simulate and compare jobs alike)."""
+    return {
+        "trace": report.trace["path"],
+        "trace_sha256": report.trace["sha256"],
+        "policy": report.policy,
+        "policy_cfg": report.policy_config,
+        "budget": report.budget,
+        "demand_fetch": report.demand_fetch,
+        "seed": report.seed,
+        "memlens_version": report.memlens_version,
+        "git_commit": report.git_commit,
+        "schema_version": report.schema_version,
+    }
+
+
 @contextlib.contextmanager
 def mlflow_run(
-    cfg: DictConfig, run_name: str, nested: bool = False, tags: dict | None = None
+    cfg: MlflowConfig, run_name: str, nested: bool = False, tags: dict | None = None
 ) -> Iterator[object | None]:
-    """Start an MLflow run if ``cfg.mlflow.enabled``; yields the run (or None when disabled)."""
-    if not cfg.mlflow.enabled:
+    """Start an MLflow run if ``cfg.enabled``; yields the run (or None when disabled)."""
+    if not cfg.enabled:
         yield None
         return
     os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     import mlflow
 
-    mlflow.set_tracking_uri(cfg.mlflow.tracking_uri)
+    mlflow.set_tracking_uri(cfg.tracking_uri)
     if not nested or mlflow.active_run() is None:
-        experiment = mlflow.get_experiment_by_name(cfg.mlflow.experiment)
+        experiment = mlflow.get_experiment_by_name(cfg.experiment)
         if experiment is None:
-            artifact_root = cfg.mlflow.get("artifact_location")
+            artifact_root = cfg.artifact_location
             if artifact_root:
                 artifact_root = Path(artifact_root).resolve().as_uri()
-            mlflow.create_experiment(cfg.mlflow.experiment, artifact_location=artifact_root)
-        mlflow.set_experiment(cfg.mlflow.experiment)
+            mlflow.create_experiment(cfg.experiment, artifact_location=artifact_root)
+        mlflow.set_experiment(cfg.experiment)
     with mlflow.start_run(run_name=run_name, nested=nested, tags=tags or {}) as run:
         yield run
 
 
-def log_run(params: dict, metrics: dict, artifacts: list[Path], config: DictConfig | None = None):
+def log_run(params: dict, metrics: dict, artifacts: list[Path] = (), config_yaml: str | None = None):
     """Log params, metrics and files to the active MLflow run (no-op when there is none)."""
     import mlflow
 
@@ -75,8 +93,13 @@ def log_run(params: dict, metrics: dict, artifacts: list[Path], config: DictConf
     flat = {k: ("null" if v is None else v) for k, v in _flatten(params).items()}
     mlflow.log_params({k: str(v)[:500] for k, v in flat.items()})
     mlflow.log_metrics(loggable_metrics(metrics))
-    if config is not None:
-        mlflow.log_text(OmegaConf.to_yaml(config, resolve=True), "resolved_config.yaml")
+    if config_yaml is not None:
+        mlflow.log_text(config_yaml, "resolved_config.yaml")
     for path in artifacts:
         if Path(path).exists():
             mlflow.log_artifact(str(path))
+
+
+def log_report(report: Report, artifacts: list[Path] = (), config_yaml: str | None = None):
+    """One run's report: its parameters and every registered overall and timing metric."""
+    log_run(report_params(report), {**report.overall, **report.timing}, artifacts, config_yaml)

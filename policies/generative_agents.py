@@ -27,15 +27,22 @@ needs), and importance is a rule, not a language model.
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import numpy as np
 from memlens.policies.scan import ScanPolicy
 
-from memlens.features import static_value, type_array
+from memlens.features import DEFAULT_TYPE_BASE, content_boost, static_value, type_array
 from memlens.policy import PolicyContext
 
 _VECTORS_KEY = "_memlens_tfidf_rows"
+#: ``content_boost``'s defaults: the boosts that count when the config does not set them
+BOOST_DEFAULTS = {
+    name: p.default
+    for name, p in inspect.signature(content_boost).parameters.items()
+    if p.default is not inspect.Parameter.empty
+}
 
 
 def tfidf_rows(trace) -> tuple[list[dict[int, float]], list[dict[int, float]]]:
@@ -79,23 +86,21 @@ class GenerativeAgents(ScanPolicy):
         boosts: dict[str, float] | None = None,
         cost_threshold: float = 0.01,
         cost_boost: float = 0.15,
-    ):
+    ) -> None:
         if not 0.0 < recency_decay <= 1.0:
             raise ValueError("generative_agents: recency_decay must be in (0, 1]")
         self.w_recency, self.w_importance = float(w_recency), float(w_importance)
         self.w_relevance = float(w_relevance)
         self.log_decay_per_s = math.log(recency_decay) / 3600.0
         self.normalize = bool(normalize)
-        self.type_base = dict(type_base or {"user_input": 0.7, "tool_result": 0.6,
-                                            "agent_state": 0.5, "llm_thought": 0.4})  # fmt: skip
+        self.type_base = dict(type_base or DEFAULT_TYPE_BASE)
         self.boosts = dict(boosts or {})
         self.cost_threshold, self.cost_boost = float(cost_threshold), float(cost_boost)
 
     def prepare(self, trace) -> None:
         value = static_value(trace, self.type_base, self.boosts, self.cost_threshold,
                              self.cost_boost)  # fmt: skip
-        b = {"error": 0.2, "conclusion": 0.15, "numbers": 0.05, "identifiers": 0.05,
-             "entities": 0.05, "length": 0.05, **self.boosts}  # fmt: skip
+        b = {**BOOST_DEFAULTS, **self.boosts}
         top = type_array(self.type_base).max() + self.cost_boost
         top += sum(max(0.0, float(v)) for k, v in b.items() if k != "length_ref_tokens")
         self._importance = np.clip(value / top, 0.0, 1.0).tolist()

@@ -23,7 +23,7 @@ class LFU(Policy):
         self._count: dict[int, int] = {}  # resident items (pinned included)
         self._key: dict[int, tuple] = {}  # current heap key of resident unpinned items
         self._last: dict[int, int] = {}  # event of the last insert/use
-        self._pinned: set[int] = set()
+        self._pinned = ctx.memory.pinned  # the simulator's pins (read-only)
         self._heap: list[tuple] = []
 
     def _push(self, item: int) -> None:
@@ -63,10 +63,7 @@ class LFU(Policy):
         return out
 
     def pin(self, item: int) -> None:
-        self._pinned.add(item)
-        self._key.pop(item, None)
+        self._key.pop(item, None)  # its heap entry is now stale
 
     def unpin(self, item: int) -> None:
-        self._pinned.discard(item)
-        if item in self._count:  # keeps the count and recency it had
-            self._push(item)
+        self._push(item)  # keeps the count and recency it had

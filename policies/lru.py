@@ -6,12 +6,12 @@ inside one request are broken by that order.
 
 from __future__ import annotations
 
-from memlens.policy import OrderedPolicy
+from memlens.policy import OrderedPolicy, compiled_kernel
 
 
+@compiled_kernel("lru")
 class LRU(OrderedPolicy):
     name = "lru"
-    fast_kernel = "lru"
 
     def touch(self, item: int, now: int) -> None:
         self._order.move_to_end(item)

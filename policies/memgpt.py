@@ -44,7 +44,7 @@ class MemGPT(Policy):
         pressure_fraction: float = 0.7,
         evict_fraction: float = 0.5,
         summary_ratio: float = 0.1,
-    ):
+    ) -> None:
         if not 0.0 < pressure_fraction <= 1.0:
             raise ValueError("memgpt: pressure_fraction must be in (0, 1]")
         if not 0.0 <= evict_fraction <= 1.0:
@@ -59,10 +59,8 @@ class MemGPT(Policy):
     def reset(self, ctx: PolicyContext) -> None:
         super().reset(ctx)
         self._tok = ctx.trace.item_tokens.tolist()
+        self._memory = ctx.memory  # resident and pinned tokens, kept by the simulator
         self._queue: OrderedDict[int, None] = OrderedDict()
-        self._pinned: set[int] = set()
-        self._used = 0  # tokens of resident items, pinned included
-        self._pinned_tok = 0
         self._summary = 0  # size of the recursive summary
         self._under_pressure = False
         self.pressure_warnings = 0
@@ -73,24 +71,24 @@ class MemGPT(Policy):
         """The summary's tokens in working memory: what pinned items leave of the budget."""
         if not self._summary:
             return 0
-        return min(self._summary, max(0, self.ctx.budget - self._pinned_tok))
+        return min(self._summary, max(0, self.ctx.budget - self._memory.pinned_tokens))
 
-    def _check_pressure(self) -> None:
-        over = self._used + self.extra_tokens >= self.pressure_fraction * self.ctx.budget
+    def _check_pressure(self, used: int) -> None:
+        """Count a warning when the context (``used`` item tokens + summary) crosses the line."""
+        over = used + self.extra_tokens >= self.pressure_fraction * self.ctx.budget
         if over and not self._under_pressure:
             self.pressure_warnings += 1
         self._under_pressure = over
 
     def insert(self, item: int, now: int) -> None:
-        if item not in self._pinned:
+        if not self._memory.is_pinned(item):
             self._queue[item] = None
-        self._used += self._tok[item]
-        self._check_pressure()
+        self._check_pressure(self._memory.used_tokens)  # the item is already counted
 
     def victims(self, excess: int, now: int) -> list[int]:
         budget = self.ctx.budget
         summary = self._summary
-        used = self._used
+        used = self._memory.used_tokens  # the victims are still counted
         target = self.evict_fraction * budget
         ratio = self.summary_ratio
         tok = self._tok
@@ -105,18 +103,13 @@ class MemGPT(Policy):
             new_summary = math.ceil(ratio * (summary + evicted))
             if evicted >= target and used - evicted + new_summary <= budget:
                 break
-        self._used = used - evicted
         self._summary = new_summary
         self.flushes += 1
-        self._check_pressure()
+        self._check_pressure(used - evicted)
         return out
 
     def pin(self, item: int) -> None:
-        self._pinned.add(item)
-        self._pinned_tok += self._tok[item]
         self._queue.pop(item, None)
 
     def unpin(self, item: int) -> None:
-        self._pinned.discard(item)
-        self._pinned_tok -= self._tok[item]
         self._queue[item] = None  # back in the queue as its newest message

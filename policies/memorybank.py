@@ -38,7 +38,7 @@ class MemoryBank(ScanPolicy):
         strength_increment: float = 1.0,
         time_unit_hours: float = 24.0,
         stochastic: bool = False,
-    ):
+    ) -> None:
         if initial_strength <= 0 or strength_increment < 0 or time_unit_hours <= 0:
             raise ValueError("memorybank: strengths and time unit must be positive")
         self.initial_strength = float(initial_strength)

@@ -38,7 +38,7 @@ class MemoryOSHeat(ScanPolicy):
         gamma: float = 1.0,
         recency_tau_hours: float = 24.0,
         length_unit_tokens: int = 1000,
-    ):
+    ) -> None:
         if recency_tau_hours <= 0 or length_unit_tokens <= 0:
             raise ValueError("memoryos_heat: recency_tau_hours and length_unit_tokens > 0")
         self.alpha, self.beta, self.gamma = float(alpha), float(beta), float(gamma)

@@ -15,24 +15,23 @@ Belady-Size (admit everything, evict the item needed furthest in the future).
 from __future__ import annotations
 
 import heapq
-from dataclasses import replace
 
 import numpy as np
 
-from memlens.policy import ADMIT_WRITE, Policy, PolicyContext, PolicyError
-from memlens.trace import PIN, UNPIN
+from memlens.policy import Policy, PolicyContext, PolicyError
+from memlens.trace import PIN, UNPIN, WRITE, Trace
 
 
 class Oracle(Policy):
     name = "oracle"
 
-    def __init__(self, plans: list[np.ndarray] | None = None, **settings) -> None:
+    def __init__(self, plans: list | None = None) -> None:
         """``plans``: per stream an (n, 2) array of (anchor event, item) to keep; None = solve.
 
-        ``settings`` override ``memlens.oracle.OracleSettings`` (``method``, ...) when solving.
+        ``plans`` is for programmatic use (``memlens.oracle.solve`` replays its own plan); the
+        solver's settings come from the run's ``oracle:`` block through ``use_oracle_settings``.
         """
         self._plans = plans
-        self._overrides = settings
         self._settings = None
 
     def use_oracle_settings(self, settings) -> None:
@@ -46,37 +45,24 @@ class Oracle(Policy):
         if plans is None:
             from memlens.oracle import OracleSettings, solve
 
-            base = self._settings or OracleSettings()
-            settings = replace(base, **self._overrides) if self._overrides else base
-            plans = solve(trace, ctx.budget, ctx.demand_fetch, settings).plans
+            plans = solve(trace, ctx.budget, ctx.demand_fetch,
+                          self._settings or OracleSettings()).plans  # fmt: skip
         n = trace.n_items
         self._n = n
         plan = plans[ctx.stream]
         self._keep = set((plan[:, 0] * n + plan[:, 1]).tolist()) if len(plan) else set()
-        events = trace.stream_events[ctx.stream]
         # next use of every item, updated as requests are observed
         if getattr(self, "_first_use_of", None) is not trace:
             first_use = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
             np.minimum.at(first_use, trace.needs, trace.req_event[trace.need_request])
             self._first_use, self._first_use_of = first_use, trace
+            self._kinds = trace.ev_kind.tolist()
         self._next: dict[int, int] = {}
         self._never = int(trace.n_events) * 2  # "never needed again"
-        unpins: dict[int, list[int]] = {}
-        pinned_now: set[int] = set()
-        kinds = trace.ev_kind[events]
-        for e, k, x in zip(
-            events.tolist(), kinds.tolist(), trace.ev_ref[events].tolist(), strict=True
-        ):
-            if k == PIN and x not in pinned_now:
-                pinned_now.add(x)
-            elif k == UNPIN and x in pinned_now:
-                pinned_now.discard(x)
-                unpins.setdefault(x, []).append(e)
-        self._unpins = unpins
+        self._unpins = _unpin_events(trace, ctx.stream)
         self._unpin_count: dict[int, int] = {}
-        self._resident: set[int] = set()
+        self._memory = ctx.memory
         self._linger: set[int] = set()
-        self._pinned: set[int] = set()
         self._heap: list[tuple[int, int]] = []
 
     # ---------------------------------------------------------------- helpers
@@ -89,26 +75,26 @@ class Oracle(Policy):
             heapq.heappush(self._heap, (-self._next.get(item, self._never), item))
 
     # -------------------------------------------------------------- interface
-    def admit(self, item: int, now: int, reason: int) -> bool:
-        if reason == ADMIT_WRITE:
+    def insert(self, item: int, now: int) -> None:
+        """Every item offered is admitted; the event tells why it enters."""
+        kind = self._kinds[now]
+        if kind == PIN:
+            return  # pinned from now on; its unpin settles it
+        if kind == WRITE:
             fu = int(self._first_use[item])
             self._next[item] = fu if fu < self._never else self._never
-        self._resident.add(item)
         self._settle(item, now)
-        return True
-
-    def insert(self, item: int, now: int) -> None:  # only pins insert without admit
-        self._resident.add(item)
 
     def observe(self, request: int, now: int) -> None:
         trace = self.ctx.trace
         lo, hi = int(trace.needs_ptr[request]), int(trace.needs_ptr[request + 1])
         nxt = trace.need_next_use
+        resident, is_pinned = self._memory.resident, self._memory.is_pinned
         for j in range(lo, hi):
             i = int(trace.needs[j])
             n = int(nxt[j])
             self._next[i] = n if n >= 0 else self._never
-            if i in self._resident and i not in self._pinned:
+            if resident(i) and not is_pinned(i):
                 self._settle(i, now)
 
     def victims(self, excess: int, now: int) -> list[int]:
@@ -117,7 +103,6 @@ class Oracle(Policy):
             key, item = heapq.heappop(heap)
             if item in self._linger and -key == self._next.get(item, self._never):
                 self._linger.discard(item)
-                self._resident.discard(item)
                 return [item]
         raise PolicyError(
             f"oracle: stream {self.ctx.stream} over budget at event {now} with only protected "
@@ -125,11 +110,24 @@ class Oracle(Policy):
         )
 
     def pin(self, item: int) -> None:
-        self._pinned.add(item)
         self._linger.discard(item)
 
     def unpin(self, item: int) -> None:
-        self._pinned.discard(item)
         k = self._unpin_count.get(item, 0)
         self._unpin_count[item] = k + 1
         self._settle(item, self._unpins[item][k])
+
+
+def _unpin_events(trace: Trace, stream: int) -> dict[int, list[int]]:
+    """Per item, the events of the stream's unpins that lift a pin (repeats ignored)."""
+    events = trace.stream_events[stream]
+    unpins: dict[int, list[int]] = {}
+    pinned_now: set[int] = set()
+    kinds = trace.ev_kind[events].tolist()
+    for e, k, x in zip(events.tolist(), kinds, trace.ev_ref[events].tolist(), strict=True):
+        if k == PIN and x not in pinned_now:
+            pinned_now.add(x)
+        elif k == UNPIN and x in pinned_now:
+            pinned_now.discard(x)
+            unpins.setdefault(x, []).append(e)
+    return unpins

@@ -32,15 +32,18 @@ ones.  ``benchmarks/bench_policies.py`` measures it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from heapq import heapify, heappop, heappush
 
 import numpy as np
 
-from memlens.features import static_value, type_array
+from memlens.features import DEFAULT_TYPE_BASE, static_value, type_array
 from memlens.policy import ADMIT_FETCH, Policy, PolicyContext
 from memlens.trace import ITEM_TYPES
 
-ABSENT, ACTIVE, PINNED = 0, 1, 2
+ABSENT, ACTIVE, PINNED = 0, 1, 2  # an item's state: whether it has a live heap entry
+STATIC = len(ITEM_TYPES)  # heap lane of constant values (lanes 0..3: the types' decaying heaps)
+COMPACT_MIN = 4096  # a heap is compacted when longer than twice its live entries plus this
 
 
 class RuleScorer(Policy):
@@ -58,9 +61,8 @@ class RuleScorer(Policy):
         floor: dict[str, float] | None = None,
         admit_threshold: float = 0.5,
         admit_fetched: bool = True,
-    ):
-        self.type_base = dict(type_base or {"user_input": 0.7, "tool_result": 0.6,
-                                            "agent_state": 0.5, "llm_thought": 0.4})  # fmt: skip
+    ) -> None:
+        self.type_base = dict(type_base or DEFAULT_TYPE_BASE)
         self.boosts = dict(boosts or {})
         self.cost_threshold = float(cost_threshold)
         self.cost_boost = float(cost_boost)
@@ -111,6 +113,8 @@ class RuleScorer(Policy):
         self._override: dict[int, float] = {}
         self._active: list[list] = [[] for _ in ITEM_TYPES]  # per type: (k, last, item, ver)
         self._static: list = []  # floored or annotated: (value, last, item, ver)
+        self._heaps = [*self._active, self._static]  # by lane: the types, then STATIC
+        self._limits = [COMPACT_MIN] * len(self._heaps)  # compact a heap longer than this
         self._bind()
 
     # ------------------------------------------------------------ the value
@@ -127,48 +131,55 @@ class RuleScorer(Policy):
         """Entries in the eviction heaps, live or stale (bounded by compaction)."""
         return sum(map(len, self._active)) + len(self._static)
 
+    def _compact(self, lane: int) -> None:
+        """Drop the stale entries of one heap (amortised O(1) per push: its limit doubles)."""
+        heap, ver = self._heaps[lane], self._ver
+        heap[:] = [e for e in heap if ver[e[2]] == e[3]]
+        heapify(heap)
+        self._limits[lane] = 2 * len(heap) + COMPACT_MIN
+
     # -------------------------------------------------------- the hot paths
     def _bind(self) -> None:
-        """Build this stream's interface methods as closures over its state.
+        """Set this stream's interface methods as closures over its state.
 
-        The simulator looks ``admit``, ``insert``, ``observe`` and ``victims`` up once per
-        stream, after ``reset``; closures read their state from cells instead of instance
-        attributes, which makes the per-event path about a third cheaper in CPython.  Every
-        interface method is set here, so each one sees the same state.
+        The simulator looks the methods up once per stream, after ``reset``; closures read
+        their state from cells instead of instance attributes, which makes the per-event path
+        about a third cheaper in CPython.  Every interface method is set here, so each one
+        sees the same state.  ``state[item]`` says whether the item has a live entry in the
+        eviction heaps (ACTIVE: resident and unpinned).
         """
-        t_of, base, log_base, lam_item = self._t, self._base, self._log_base, self._lam_item
-        typ, tok, needs, needs_ptr = self._type, self._tok, self._needs, self._needs_ptr
-        uses, anchor, last, ver, state = (
-            self._uses,
-            self._anchor,
-            self._last,
-            self._ver,
-            self._state,
-        )
-        override, active, static = self._override, self._active, self._static
-        lanes = list(zip(active, self.lam, self.log_floor, self.floor))
-        threshold, admit_fetched = self.admit_threshold, self.admit_fetched
-        use_cap, use_boost, value = self.use_cap, self.use_boost, self.value
-        log, exp, inf = math.log, math.exp, math.inf
-        entries = 0  # heap entries, live or stale
-        compact_at = 4096  # compact when entries exceed this (amortised O(1) per push)
+        insert = self._insert_fn()
+        self.admit = self._admit_fn()
+        self.insert = insert
+        self.observe = self._observe_fn(insert)
+        self.victims = self._victims_fn()
+        self.pin, self.unpin, self.annotate = self._person_fns(insert)
 
-        def compact() -> None:
-            nonlocal entries, compact_at
-            for heap in (*active, static):
-                heap[:] = [e for e in heap if ver[e[2]] == e[3]]
-                heapify(heap)
-            entries = sum(map(len, active)) + len(static)
-            compact_at = 2 * entries + 4096
+    def _insert_fn(self) -> Callable[[int, int], None]:
+        """``insert(item, now)``: the item enters the eviction order as used at event ``now``.
 
-        def push(item: int) -> None:
-            """(Re)enter ``item`` in the eviction order with its current parameters."""
-            nonlocal entries
+        Also how an item re-enters the order: after a use (``observe``), or at its last use
+        after an unpin or an annotation (the decay clock ``anchor`` is always the time of event
+        ``last``).  Decaying items go to their type's heap keyed ``log B + lam * anchor`` (the
+        order of ``value`` within the type, forever), annotated items to the static heap keyed
+        by value; the previous entry goes stale (its version is no longer the item's).
+        """
+        t_of, anchor, last, state, ver = self._t, self._anchor, self._last, self._state, self._ver
+        base, log_base, lam_item, typ, uses = (
+            self._base, self._log_base, self._lam_item, self._type, self._uses)  # fmt: skip
+        override, heaps, limits, compact = self._override, self._heaps, self._limits, self._compact
+        use_cap, use_boost, log = self.use_cap, self.use_boost, math.log
+
+        def insert(item: int, now: int) -> None:
+            t = t_of[now]
+            anchor[item] = t
+            last[item] = now
+            state[item] = ACTIVE
             v = ver[item] + 1
             ver[item] = v
             ov = override.get(item) if override else None
             if ov is not None:
-                heappush(static, (ov, last[item], item, v))
+                lane, entry = STATIC, (ov, now, item, v)
             else:
                 n = uses[item]
                 if n:
@@ -176,84 +187,63 @@ class RuleScorer(Policy):
                     k = log(b) if b > 1e-300 else -690.0
                 else:
                     k = log_base[item]
-                heappush(
-                    active[typ[item]], (k + lam_item[item] * anchor[item], last[item], item, v)
-                )
-            entries += 1
-            if entries > compact_at:
-                compact()
+                lane, entry = typ[item], (k + lam_item[item] * t, now, item, v)
+            heap = heaps[lane]
+            heappush(heap, entry)
+            if len(heap) > limits[lane]:
+                compact(lane)
 
-        def insert(item: int, now: int) -> None:
-            nonlocal entries
-            t = t_of[now]
-            anchor[item] = t
-            last[item] = now
-            state[item] = ACTIVE
-            if uses[item] or override:
-                push(item)
-                return
-            v = ver[item] + 1  # a fresh write: push() inlined, the replay's hottest path
-            ver[item] = v
-            heappush(active[typ[item]], (log_base[item] + lam_item[item] * t, now, item, v))
-            entries += 1
-            if entries > compact_at:
-                compact()
+        return insert
+
+    def _admit_fn(self) -> Callable[[int, int, int], bool]:
+        """``admit``: a write is judged by its value then (no decay yet, no use), a fetched item
+        by its value now (or always let in, with ``admit_fetched``)."""
+        t_of, base, override, value = self._t, self._base, self._override, self.value
+        threshold, admit_fetched = self.admit_threshold, self.admit_fetched
 
         def admit(item: int, now: int, reason: int) -> bool:
-            nonlocal entries
             if reason == ADMIT_FETCH:
-                if not admit_fetched and value(item, t_of[now]) < threshold:
-                    return False
-            elif override:
-                ov = override.get(item)
-                if (base[item] if ov is None else ov) < threshold:
-                    return False
-            elif base[item] < threshold:  # a fresh write: no use, no decay yet
-                return False
-            elif not uses[item]:  # a fresh write, admitted: insert() inlined
-                t = t_of[now]
-                anchor[item] = t
-                last[item] = now
-                state[item] = ACTIVE
-                v = ver[item] + 1
-                ver[item] = v
-                heappush(active[typ[item]], (log_base[item] + lam_item[item] * t, now, item, v))
-                entries += 1
-                if entries > compact_at:
-                    compact()
-                return True
-            insert(item, now)
-            return True
+                return admit_fetched or not value(item, t_of[now]) < threshold
+            ov = override.get(item) if override else None
+            return not (base[item] if ov is None else ov) < threshold
+
+        return admit
+
+    def _observe_fn(self, insert: Callable[[int, int], None]) -> Callable[[int, int], None]:
+        """``observe``: each need counts a use and restarts the item's decay clock."""
+        t_of, needs, needs_ptr = self._t, self._needs, self._needs_ptr
+        uses, anchor, last, state = self._uses, self._anchor, self._last, self._state
 
         def observe(request: int, now: int) -> None:
-            nonlocal entries
             t = t_of[now]
             for j in range(needs_ptr[request], needs_ptr[request + 1]):
                 i = needs[j]
-                n = uses[i] + 1
-                uses[i] = n
-                anchor[i] = t
-                last[i] = now
+                uses[i] += 1
                 if state[i] == ACTIVE:
-                    if override:
-                        push(i)
-                        continue
-                    v = ver[i] + 1  # push() inlined
-                    ver[i] = v
-                    b = base[i] + min(use_cap, use_boost * n)
-                    k = log(b) if b > 1e-300 else -690.0
-                    heappush(active[typ[i]], (k + lam_item[i] * t, now, i, v))
-                    entries += 1
-            if entries > compact_at:
-                compact()
+                    insert(i, now)  # re-enters the order with its new key
+                else:
+                    anchor[i] = t
+                    last[i] = now
+
+        return observe
+
+    def _victims_fn(self) -> Callable[[int, int], list[int]]:
+        """``victims``: take the least valuable item until the excess is covered.
+
+        Each victim is the best of the heap tops: per type in the log domain (``log value =
+        k - lam * t``), moving items that reached their floor to the static heap on the way,
+        then the static heap's top.  Ties: least recently used, then item index.
+        """
+        t_of, tok, ver, state, heaps = self._t, self._tok, self._ver, self._state, self._heaps
+        static, limits, compact = heaps[STATIC], self._limits, self._compact
+        lanes = list(zip(self._active, self.lam, self.log_floor, self.floor))
+        exp, inf = math.exp, math.inf
 
         def victims(excess: int, now: int) -> list[int]:
-            nonlocal entries
             t = t_of[now]
             out: list[int] = []
             freed = 0
             while freed < excess:
-                # best decaying candidate, compared in the log domain: log value = k - lam * t
                 best_heap = None
                 best_lv = inf
                 best_last = best_i = 0
@@ -262,7 +252,6 @@ class RuleScorer(Policy):
                         k, lst, i, v = heap[0]
                         if ver[i] != v:  # stale
                             heappop(heap)
-                            entries -= 1
                             continue
                         lv = k - lam * t
                         if lv <= log_floor:  # reached the floor: a constant value from now on
@@ -272,11 +261,12 @@ class RuleScorer(Policy):
                         if lv < best_lv or (lv == best_lv and (lst, i) < (best_last, best_i)):
                             best_lv, best_last, best_i, best_heap = lv, lst, i, heap
                         break
+                if len(static) > limits[STATIC]:
+                    compact(STATIC)
                 while static:  # floored or annotated: constant values
                     val, lst, i, v = static[0]
                     if ver[i] != v:
                         heappop(static)
-                        entries -= 1
                         continue
                     if best_heap is None:
                         best_heap, best_i = static, i
@@ -288,12 +278,18 @@ class RuleScorer(Policy):
                 if best_heap is None:
                     break  # only pinned items left: the simulator will not ask
                 heappop(best_heap)
-                entries -= 1
                 ver[best_i] += 1
                 state[best_i] = ABSENT
                 out.append(best_i)
                 freed += tok[best_i]
             return out
+
+        return victims
+
+    def _person_fns(self, insert: Callable[[int, int], None]):
+        """``pin``, ``unpin`` and ``annotate``: a person's word on an item.  An unpinned or
+        annotated item re-enters the order as of its last use (its clock does not restart)."""
+        state, ver, override, last = self._state, self._ver, self._override, self._last
 
         def pin(item: int) -> None:
             state[item] = PINNED
@@ -301,15 +297,13 @@ class RuleScorer(Policy):
 
         def unpin(item: int) -> None:
             if state[item] == PINNED:
-                state[item] = ACTIVE
-                push(item)
+                insert(item, last[item])
 
         def annotate(item: int, val: float | None, note: str | None, now: int) -> None:
             if val is None:
                 return  # a note alone leaves the value as it is
             override[item] = float(val)
             if state[item] == ACTIVE:
-                push(item)
+                insert(item, last[item])
 
-        self.admit, self.insert, self.observe, self.victims = admit, insert, observe, victims
-        self.pin, self.unpin, self.annotate = pin, unpin, annotate
+        return pin, unpin, annotate

@@ -37,7 +37,6 @@ class ScanPolicy(Policy):
             self._needs = trace.needs.tolist()
             self.prepare(trace)
         self._res: OrderedDict[int, None] = OrderedDict()  # resident, unpinned; by recency
-        self._pinned: set[int] = set()
         self._last: dict[int, int] = {}  # event of the last write/use (for unpin)
 
     def prepare(self, trace) -> None:
@@ -96,15 +95,12 @@ class ScanPolicy(Policy):
         """A request needed ``item`` (resident or not)."""
 
     def pin(self, item: int) -> None:
-        self._pinned.add(item)
         self._res.pop(item, None)
 
     def unpin(self, item: int) -> None:
         """Back among the candidates, at the place its last write or use gives it."""
-        if item in self._pinned:
-            self._pinned.discard(item)
-            res, last = self._res, self._last
-            res[item] = None
-            mine = last[item]
-            for other in [o for o in res if o != item and last[o] > mine]:  # rare: O(n) is fine
-                res.move_to_end(other)
+        res, last = self._res, self._last
+        res[item] = None
+        mine = last[item]
+        for other in [o for o in res if o != item and last[o] > mine]:  # rare: O(n) is fine
+            res.move_to_end(other)

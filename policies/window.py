@@ -6,9 +6,9 @@ needed does not keep an item; with demand fetch, a re-admitted item counts as ne
 
 from __future__ import annotations
 
-from memlens.policy import OrderedPolicy
+from memlens.policy import OrderedPolicy, compiled_kernel
 
 
+@compiled_kernel("fifo")
 class SlidingWindow(OrderedPolicy):
     name = "window"
-    fast_kernel = "fifo"

@@ -6,39 +6,34 @@ item ids, so that each hand-computed case reads like the story it tells.
 
 from __future__ import annotations
 
-from hypothesis import strategies as st
-
 from memlens.metrics import compute_metrics
-from memlens.simulator import MOVE_BYPASS, MOVE_EVICT, simulate
-from memlens.trace import ITEM_TYPES
+from memlens.policy import Policy
+from memlens.simulator import MoveKind, simulate
+from memlens.testing import annotate, pin, rq, traces, unpin, w
 from memlens.trace_io import trace_from_events
 
+__all__ = ["NOTE", "PIN", "R", "UNPIN", "W", "NaiveRescan", "Run", "traces"]
 
+
+# The per-policy tests read time first: W(item, t, ...).  Thin spellings of memlens.testing's.
 def W(item, t, type="llm_thought", tokens=100, cost=0.0, text="", stream="s"):  # noqa: N802
-    return {"event": "write", "id": item, "stream": stream, "t": t, "type": type,
-            "tokens": tokens, "cost": cost, "text": text}  # fmt: skip
+    return w(item, tokens, type, stream=stream, t=t, cost=cost, text=text)
 
 
 def R(rid, t, needs, text="", stream="s"):  # noqa: N802
-    return {"event": "request", "id": rid, "stream": stream, "t": t, "needs": needs,
-            "text": text}  # fmt: skip
+    return rq(rid, *needs, stream=stream, t=t, text=text)
 
 
 def PIN(item, t, stream="s"):  # noqa: N802
-    return {"event": "pin", "target": item, "stream": stream, "t": t}
+    return pin(item, stream=stream, t=t)
 
 
 def UNPIN(item, t, stream="s"):  # noqa: N802
-    return {"event": "unpin", "target": item, "stream": stream, "t": t}
+    return unpin(item, stream=stream, t=t)
 
 
 def NOTE(item, t, value=None, note=None, stream="s"):  # noqa: N802
-    ev = {"event": "annotate", "target": item, "stream": stream, "t": t}
-    if value is not None:
-        ev["value"] = value
-    if note is not None:
-        ev["note"] = note
-    return ev
+    return annotate(item, value=value, note=note, stream=stream, t=t)
 
 
 class Run:
@@ -58,11 +53,11 @@ class Run:
 
     @property
     def evicted(self) -> list[str]:
-        return self._ids(MOVE_EVICT)
+        return self._ids(MoveKind.EVICT)
 
     @property
     def bypassed(self) -> list[str]:
-        return self._ids(MOVE_BYPASS)
+        return self._ids(MoveKind.BYPASS)
 
     def hits(self, rid: str) -> list[bool]:
         r = self.trace.req_id.index(rid)
@@ -75,46 +70,29 @@ class Run:
         return list(zip(r.move_event.tolist(), r.move_item.tolist(), r.move_kind.tolist()))
 
 
-WORDS = ["error", "final", "answer", "rows", "Alice", "IBM", "order_7", "42", "maybe", "plan"]
+class NaiveRescan(Policy):
+    """A naive twin for property tests: every victim choice scans every resident, unpinned
+    item (as ``ctx.memory`` shows them) for the smallest ``key(item, t)``.  Subclasses define
+    ``key`` and keep the state it reads; ``forget(item)`` is called for each victim."""
 
+    def key(self, item: int, t: float) -> tuple:
+        raise NotImplementedError
 
-@st.composite
-def random_events(draw, max_events=40, streams=("a", "b")):
-    """A random valid trace: writes, requests, pins/unpins and annotations over a few streams."""
-    n = draw(st.integers(1, max_events))
-    events = []
-    written: dict[str, list[str]] = {s: [] for s in streams}
-    pinned: dict[str, set] = {s: set() for s in streams}
-    clock = {s: 0.0 for s in streams}
-    for k in range(n):
-        s = draw(st.sampled_from(streams))
-        clock[s] += draw(st.sampled_from([0.0, 1.0, 7.0, 60.0, 600.0, 3600.0]))
-        t = clock[s]
-        have = written[s]
-        roll = draw(st.integers(0, 9))
-        if have and roll <= 2:
-            needs = draw(st.lists(st.sampled_from(have), min_size=1, max_size=3, unique=True))
-            text = " ".join(draw(st.lists(st.sampled_from(WORDS), max_size=3)))
-            events.append(R(f"{s}r{k}", t, needs, text=text, stream=s))
-        elif have and roll == 3:
-            item = draw(st.sampled_from(have))
-            if item in pinned[s]:
-                pinned[s].discard(item)
-                events.append(UNPIN(item, t, stream=s))
-            else:
-                pinned[s].add(item)
-                events.append(PIN(item, t, stream=s))
-        elif have and roll == 4:
-            item = draw(st.sampled_from(have))
-            value = draw(st.one_of(st.none(), st.sampled_from([0.0, 0.3, 0.55, 1.0])))
-            events.append(NOTE(item, t, value=value, note="n" if value is None else None,
-                               stream=s))  # fmt: skip
-        else:
-            item = f"{s}{k}"
-            have.append(item)
-            text = " ".join(draw(st.lists(st.sampled_from(WORDS), max_size=4)))
-            events.append(W(item, t, type=draw(st.sampled_from(ITEM_TYPES)),
-                            tokens=draw(st.sampled_from([1, 5, 20, 50, 120])),
-                            cost=draw(st.sampled_from([0.0, 0.0, 0.5])), text=text,
-                            stream=s))  # fmt: skip
-    return events
+    def forget(self, item: int) -> None:
+        pass
+
+    def insert(self, item: int, now: int) -> None:
+        pass
+
+    def victims(self, excess, now):
+        t = float(self.ctx.trace.ev_t[now])
+        memory, out, freed = self.ctx.memory, [], 0
+        while freed < excess:
+            cands = [i for i in memory.items() if not memory.is_pinned(i) and i not in out]
+            if not cands:
+                break
+            i = min(cands, key=lambda i: self.key(i, t))
+            self.forget(i)
+            out.append(i)
+            freed += int(self.ctx.trace.item_tokens[i])
+        return out

@@ -18,12 +18,16 @@ from memlens.compression import (
     entity_tokens,
     extract_entities,
 )
-from memlens.embeddings import embed_trace
+from memlens.embeddings import EmbeddingsConfig, embed_trace
 from memlens.metrics import compute_metrics
-from memlens.retrieval.assemble import RetrievalConfig
+from memlens.retrieval.config import HnswConfig, RetrievalConfig
 from memlens.retrieval.query import static_values
 from memlens.retrieval.setup import make_retriever, replay_with_retrieval
+from memlens.tiers import TiersConfig
 
+NO_STC = TiersConfig(short_term_tokens=0)  # what leaves working memory is in the LTS
+GRAPH = HnswConfig(exact_below=0)
+TRACE_VECTORS = EmbeddingsConfig(kind="trace", cache=False)
 TEXT = "refund #4412 for order AB-77 approved by Alice Moreau on 2024-03-05"
 
 
@@ -40,9 +44,9 @@ def make(answerable=None, type_="tool_result"):
 
 def run(tr=None, **ccfg):
     tr = make() if tr is None else tr
-    cfg = RetrievalConfig(enabled=True, budget=512, k=2, short_term_tokens=0, exact_below=0)
-    emb = embed_trace(tr, {"kind": "trace", "cache": False})
-    ret = make_retriever(tr, cfg, emb, CompressionConfig(**ccfg))
+    cfg = RetrievalConfig(enabled=True, budget=512, k=2, hnsw=GRAPH)
+    emb = embed_trace(tr, TRACE_VECTORS)
+    ret = make_retriever(tr, cfg, emb, CompressionConfig(**ccfg), tiers=NO_STC)
     res, rec = replay_with_retrieval(tr, SlidingWindow(), 4, ret)
     m = compute_metrics(tr, res, retrieval=rec)["overall"]
     a = [n for n in range(rec.ret_item.size) if tr.item_id[rec.ret_item[n]] == "a"]
@@ -103,20 +107,37 @@ def test_choice_by_type_and_by_value():
 
 def test_lossy_items_are_not_promoted():
     tr = make()
-    cfg = RetrievalConfig(enabled=True, k=2, short_term_tokens=0, exact_below=0, promote=True)
-    emb = embed_trace(tr, {"kind": "trace", "cache": False})
-    ret = make_retriever(tr, cfg, emb, CompressionConfig(default="summary"))
+    cfg = RetrievalConfig(enabled=True, k=2, hnsw=GRAPH, promote=True)
+    emb = embed_trace(tr, TRACE_VECTORS)
+    ret = make_retriever(tr, cfg, emb, CompressionConfig(default="summary"), tiers=NO_STC)
     _, rec = replay_with_retrieval(tr, SlidingWindow(), 40, ret)
     assert rec.ret_item.size >= 1 and rec.promoted == 0
 
 
-def test_bad_config_and_bad_marks_are_errors():
-    with pytest.raises(CompressionError, match="compression.by_type.llm_thought"):
-        CompressionConfig(by_type={"llm_thought": "zip"}).check()
-    with pytest.raises(CompressionError, match="unknown item type"):
-        CompressionConfig(by_type={"thought": "summary"}).check()
-    with pytest.raises(CompressionError, match="summary_fraction"):
-        CompressionConfig(summary_fraction=0.0).check()
+@pytest.mark.parametrize(
+    "bad, key",
+    [
+        ({"default": "zip"}, "compression.default"),
+        ({"low_value_strategy": "zip"}, "compression.low_value_strategy"),
+        ({"by_type": {"llm_thought": "zip"}}, "compression.by_type.llm_thought"),
+        ({"by_type": {"thought": "summary"}}, "compression.by_type: unknown item type"),
+        ({"summary_fraction": 0.0}, "compression.summary_fraction"),
+    ],
+)
+def test_bad_settings_are_rejected_naming_the_key(bad, key):
+    with pytest.raises(ValueError, match=key.replace(".", r"\.")):
+        CompressionConfig(**bad)
+
+
+def test_stores_in_full_only_when_every_choice_is_none():
+    assert CompressionConfig().stores_in_full
+    assert CompressionConfig(by_type={"llm_thought": "none"}).stores_in_full
+    assert not CompressionConfig(by_type={"llm_thought": "pointer"}).stores_in_full
+    assert not CompressionConfig(low_value_threshold=0.5).stores_in_full  # summary below it
+    assert CompressionConfig(low_value_threshold=0.5, low_value_strategy="none").stores_in_full
+
+
+def test_bad_marks_are_errors():
     tr = make(answerable="yes")
     with pytest.raises(CompressionError, match=r'<test>:3: field "meta.answerable_by_entities"'):
         Compressor(tr, CompressionConfig(), static_values(tr))

@@ -5,16 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from memlens.config import CONF_DIR, make_policy, registered_policies
+from memlens.config import CONF_DIR, compose_config, make_policy, registered_policies
 from memlens.policy import Policy
 
 
 def composed(name: str, overrides: list[str] | None = None):
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(config_name=name, overrides=overrides or [], return_hydra_config=False)
+    return compose_config(name, overrides or [])
 
 
 @pytest.mark.parametrize("name", ["simulate", "compare"])

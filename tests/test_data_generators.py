@@ -14,7 +14,8 @@ from memlens.datacli import main as data_main
 from memlens.trace import PIN, UNPIN
 from memlens.trace_io import load_trace, trace_from_events
 
-SMALL = {"events": 4000, "length": 300, "concurrency": 3}
+SMALL = {"streams": 13, "events_per_stream": 300, "concurrency": 3}
+EVENTS = 13 * 300
 
 
 @pytest.mark.parametrize("name", sorted(ARCHETYPES))
@@ -23,9 +24,9 @@ def test_valid_and_deterministic(name):
     assert a == list(generate(name, seed=1, **SMALL))
     assert a != list(generate(name, seed=2, **SMALL))
     trace = trace_from_events(a)  # needs point at earlier writes of the same stream
-    assert trace.n_events == SMALL["events"]  # no pins here, so no closing unpins either
+    assert trace.n_events == EVENTS  # no pins here, so no closing unpins either
     assert trace.n_requests > 0.1 * trace.n_events and trace.n_references >= trace.n_requests
-    assert trace.n_streams >= SMALL["events"] // (2 * SMALL["length"])
+    assert trace.n_streams >= SMALL["streams"] // 2
 
 
 @pytest.mark.parametrize("name", sorted(ARCHETYPES))
@@ -33,7 +34,7 @@ def test_pins_are_simulated_and_released(name):
     trace = trace_from_events(generate(name, seed=3, pin_rate=1.0, **SMALL))
     pins, unpins = (trace.ev_kind == PIN).sum(), (trace.ev_kind == UNPIN).sum()
     assert pins > 0 and pins == unpins
-    assert (trace.ev_kind != UNPIN).sum() == SMALL["events"]
+    assert (trace.ev_kind != UNPIN).sum() == EVENTS
     none = trace_from_events(generate(name, seed=3, pin_rate=0.0, **SMALL))
     assert (none.ev_kind == PIN).sum() == 0
 
@@ -108,7 +109,7 @@ def test_analysis_key_numbers_needed_late():
 
 def test_generation_is_lazy():
     # ten billion events: only what is consumed is ever made (bounded memory by construction)
-    head = list(itertools.islice(generate("analysis", seed=0, events=10**10), 1000))
+    head = list(itertools.islice(generate("analysis", seed=0, streams=10**8), 1000))
     assert len(head) == 1000
 
 
@@ -117,13 +118,30 @@ def test_bad_knobs():
         list(generate("coding", files=3, constraints=2))
     with pytest.raises(ValueError, match="long_range_share"):
         generate("support", long_range_share=1.5)
+    with pytest.raises(ValueError, match="streams must be an integer"):
+        generate("analysis", streams=2.5)
     with pytest.raises(ValueError, match="unknown archetype"):
         generate("nope")
 
 
+def test_archetype_size_is_streams_times_events_per_stream():
+    """``events=E, length=L`` of the old API is ``streams=E/L, events_per_stream=L``: the same
+    trace, byte for byte (the default, 25 x 400, is the old default of 10,000 events)."""
+    trace = trace_from_events(generate("support", seed=0))
+    assert trace.n_events == 25 * 400 and 20 <= trace.n_streams <= 40
+
+
 def test_cli_generate(tmp_path, capsys):
     out = tmp_path / "g.jsonl.gz"
-    assert data_main(["generate", "archetype=coding", "seed=3", f"out={out}", "events=500"]) == 0
+    argv = [
+        "generate",
+        "archetype=coding",
+        "seed=3",
+        f"out={out}",
+        "streams=2",
+        "events_per_stream=250",
+    ]
+    assert data_main(argv) == 0
     trace = load_trace(out)
     assert trace.header["generator"] == "coding" and trace.n_events == 500
     assert trace.header["params"]["seed"] == 3
@@ -141,7 +159,7 @@ def test_memory_stays_flat_as_events_grow(tmp_path):
     child = (
         "import sys; from memlens.datasets.archetypes import generate; "
         "from memlens.trace_io import write_trace; "
-        "write_trace(sys.argv[2], generate('analysis', seed=0, events=int(sys.argv[1]))); "
+        "write_trace(sys.argv[2], generate('analysis', seed=0, streams=int(sys.argv[1]) // 400)); "
         "print(next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM')))"
     )
     rss = []

@@ -193,7 +193,12 @@ def test_real_source_messy_evidence_counts():
 )
 def test_shipped_trace_reproduces_byte_for_byte(tmp_path, name, placement):
     out = tmp_path / name
-    assert data_main(["convert", "locomo", str(SRC), str(out), "--placement", placement]) == 0
+    assert (
+        data_main(
+            ["convert", "dataset=locomo", f"src={SRC}", f"out={out}", f"placement={placement}"]
+        )
+        == 0
+    )
     assert out.read_bytes() == (DATA_DIR / "locomo" / name).read_bytes()
     trace = load_trace(out)
     assert trace.header["converter"] == "locomo" and trace.header["tokenizer"] == "approx"
@@ -204,7 +209,7 @@ def test_malformed_json_names_file_and_exits_2(tmp_path, capsys):
     src = tmp_path / "broken.json"
     src.write_text('[{"sample_id": "c1", ')
     out = tmp_path / "out.jsonl.gz"
-    assert data_main(["convert", "locomo", str(src), str(out)]) == 2
+    assert data_main(["convert", "dataset=locomo", f"src={src}", f"out={out}"]) == 2
     err = capsys.readouterr().err
     assert "broken.json" in err and "malformed JSON" in err
     assert not out.exists() and list(tmp_path.iterdir()) == [src]
@@ -233,13 +238,18 @@ def test_missing_or_bad_field_is_named(tmp_path, capsys, mutate, field):
     out = tmp_path / "o.jsonl"
     write_trace(out, [])  # an existing good file must survive a failed conversion untouched
     before = out.read_bytes()
-    assert data_main(["convert", "locomo", str(src), str(out)]) == 2
+    assert data_main(["convert", "dataset=locomo", f"src={src}", f"out={out}"]) == 2
     assert field in capsys.readouterr().err
     assert out.read_bytes() == before
 
 
 def test_header_is_first_line(tmp_path):
     out = tmp_path / "t.jsonl.gz"
-    assert data_main(["convert", "locomo", str(_write_src(tmp_path, _tiny())), str(out)]) == 0
+    assert (
+        data_main(
+            ["convert", "dataset=locomo", f"src={_write_src(tmp_path, _tiny())}", f"out={out}"]
+        )
+        == 0
+    )
     first = json.loads(gzip.open(out, "rt").readline())
     assert first["event"] == "header" and first["report"]["questions_kept"] == 3

@@ -39,7 +39,9 @@ def test_evidence_age_hand_computed():
 
 
 def test_evidence_age_matches_brute_force():
-    trace = trace_from_events(generate("coding", seed=5, events=3000, concurrency=3, length=200))
+    trace = trace_from_events(
+        generate("coding", seed=5, streams=15, events_per_stream=200, concurrency=3)
+    )
     fast = evidence_age_tokens(trace)
     slow = []
     for r in range(trace.n_requests):
@@ -56,10 +58,10 @@ def test_evidence_age_matches_brute_force():
 def test_stats_cli(tmp_path, capsys):
     path = tmp_path / "t.jsonl"
     write_trace(path, HAND, header={"generator": "hand"})
-    assert data_main(["stats", str(path)]) == 0
+    assert data_main(["stats", f"trace={path}"]) == 0
     out = capsys.readouterr().out
     assert "streams    2" in out and "p50=14" in out and "generator=hand" in out
-    assert data_main(["stats", str(path), "--json"]) == 0
+    assert data_main(["stats", f"trace={path}", "json=true"]) == 0
     s = json.loads(capsys.readouterr().out)
     assert s["requests"] == 3 and s["share_older_than_budget"]["512"] == 0.0
 
@@ -67,6 +69,6 @@ def test_stats_cli(tmp_path, capsys):
 def test_stats_bad_trace_exit_2(tmp_path, capsys):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"event": "write", "id": "a", "type": "user_input"}\n')
-    assert data_main(["stats", str(path)]) == 2
+    assert data_main(["stats", f"trace={path}"]) == 2
     err = capsys.readouterr().err
     assert "bad.jsonl:1" in err and "tokens" in err

@@ -138,7 +138,7 @@ def test_real_slice_needs_are_sound(tmp_path):
 
 def test_shipped_trace_reproduces_byte_for_byte(tmp_path):
     out = tmp_path / "airline.jsonl.gz"
-    assert data_main(["convert", "taubench", str(SRC), str(out)]) == 0
+    assert data_main(["convert", "dataset=taubench", f"src={SRC}", f"out={out}"]) == 0
     assert out.read_bytes() == (DATA_DIR / "taubench" / "airline.jsonl.gz").read_bytes()
     trace = load_trace(out)
     assert trace.header["evidence"] == "derived" and trace.n_streams == 200
@@ -163,7 +163,7 @@ def test_bad_input_names_field_and_writes_nothing(tmp_path, capsys, mutate, fiel
         convert_taubench(src)
     assert info.value.field == field
     out = tmp_path / "out.jsonl.gz"
-    assert data_main(["convert", "taubench", str(src), str(out)]) == 2
+    assert data_main(["convert", "dataset=taubench", f"src={src}", f"out={out}"]) == 2
     err = capsys.readouterr().err
     assert field in err and "tau.json" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tau.json"]

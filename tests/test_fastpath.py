@@ -7,12 +7,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from memlens.policies.lru import LRU
+from memlens.policies.token_buffer import ConversationTokenBuffer
 from memlens.policies.window import SlidingWindow
 
-from memlens.checker import RESULT_FIELDS, random_events
+from memlens.checker import RESULT_FIELDS, CheckFailed, check_policy
 from memlens.classic import classic_trace, zipf_keys
+from memlens.config import DATA_DIR
+from memlens.policy import COMPILED_KERNELS, OrderedPolicy, compiled_kernel, kernel_of
 from memlens.simulator import simulate
-from memlens.trace_io import trace_from_events
+from memlens.testing import random_events
+from memlens.trace_io import load_trace, trace_from_events
 
 
 def assert_same(tr, policy_cls, budget, demand_fetch):
@@ -49,9 +53,69 @@ def test_fast_equals_reference_on_a_zipf_trace(policy_cls, demand_fetch):
 
 
 def test_engine_fast_requires_a_kernel():
-    class NoKernel(LRU):
-        fast_kernel = None
+    class NoKernel(OrderedPolicy):
+        name = "no-kernel"
 
     tr = trace_from_events([{"event": "write", "id": "a", "tokens": 1, "type": "user_input"}])
     with pytest.raises(ValueError, match="no fast kernel"):
         simulate(tr, NoKernel(), budget=4, engine="fast")
+
+
+def test_kernels_are_registered_for_exact_classes():
+    assert COMPILED_KERNELS[LRU] == "lru"
+    assert COMPILED_KERNELS[SlidingWindow] == COMPILED_KERNELS[ConversationTokenBuffer] == "fifo"
+    assert kernel_of(LRU()) == "lru" and kernel_of(SlidingWindow()) == "fifo"
+
+
+class LazyLRU(LRU):
+    """An LRU whose touch does nothing: it is a FIFO now, whatever its parent's kernel says."""
+
+    name = "lazy-lru"
+
+    def touch(self, item, now):
+        pass
+
+
+def test_a_subclass_does_not_inherit_its_parents_kernel():
+    # before the registry, LazyLRU ran on the "lru" kernel under engine=auto and scored LRU's
+    # 816 hits on the bundled tau-bench trace, where its own methods give the window's 623
+    tr = load_trace(DATA_DIR / "taubench" / "airline.jsonl.gz")
+    auto = simulate(tr, LazyLRU(), budget=2048, engine="auto")
+    assert kernel_of(LazyLRU()) is None and auto.engine == "reference"
+    assert int(auto.need_hit.sum()) == 623
+    assert int(simulate(tr, LRU(), budget=2048).need_hit.sum()) == 816
+    with pytest.raises(ValueError, match="no fast kernel"):
+        simulate(tr, LazyLRU(), budget=2048, engine="fast")
+    check_policy(LazyLRU)  # and the subclass passes the checker on its own
+
+
+def test_a_subclass_may_register_a_kernel_of_its_own():
+    @compiled_kernel("fifo")
+    class LazyLRUAsFifo(LazyLRU):  # touch does nothing: a FIFO, as the fifo kernel replays
+        name = "lazy-lru-fifo"
+
+    assert kernel_of(LazyLRUAsFifo()) == "fifo"
+    assert simulate(BASIC_ZIPF, LazyLRUAsFifo(), budget=3_000).engine == "fast"
+    check_policy(LazyLRUAsFifo)
+
+
+def test_a_wrong_registration_fails_the_checker():
+    @compiled_kernel("fifo")
+    class NotAFifo(LRU):
+        name = "not-a-fifo"
+
+    with pytest.raises(CheckFailed, match="check_compiled_kernel.*'fifo' kernel differs"):
+        check_policy(NotAFifo)
+
+
+def test_the_old_class_attribute_is_refused():
+    with pytest.raises(TypeError, match="compiled_kernel"):
+
+        class Old(LRU):
+            fast_kernel = "lru"
+
+    with pytest.raises(ValueError, match="unknown compiled kernel"):
+        compiled_kernel("arc")
+
+
+BASIC_ZIPF = classic_trace(zipf_keys(2_000, 300, 0.8, np.random.default_rng(1)))

@@ -9,13 +9,15 @@ import time
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 
-from memlens.config import CONF_DIR
+from memlens.config import compose_config
 
 mlflow = pytest.importorskip("mlflow")
 from mlflow.tracking import MlflowClient  # noqa: E402
 from test_cli import memlens  # noqa: E402
+
+RUN_PARAMS = {"trace", "trace_sha256", "policy", "policy_cfg._target_", "budget", "demand_fetch",
+              "seed", "memlens_version", "git_commit", "schema_version"}  # fmt: skip
 
 
 def test_simulate_logs_params_metrics_and_artifacts_to_sqlite(tmp_path):
@@ -43,6 +45,7 @@ def test_simulate_logs_params_metrics_and_artifacts_to_sqlite(tmp_path):
     (run,) = client.search_runs([exp.experiment_id])
     assert run.info.status == "FINISHED"
     assert run.data.params["policy"] == "lru" and run.data.params["budget"] == "300"
+    assert RUN_PARAMS <= set(run.data.params)
     assert 0.0 <= run.data.metrics["hit_rate"] <= 1.0
     arts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"metrics.json", "per_request.parquet", "resolved_config.yaml"} <= arts
@@ -54,7 +57,7 @@ def test_a_failing_run_is_marked_failed(tmp_path, monkeypatch):
     def explode(*args, **kwargs):
         raise RuntimeError("policy crashed mid-replay")
 
-    monkeypatch.setattr(commands, "replay", explode)
+    monkeypatch.setattr(commands, "run", explode)
     trace = tmp_path / "t.jsonl.gz"
     memlens(
         "data",
@@ -67,8 +70,7 @@ def test_a_failing_run_is_marked_failed(tmp_path, monkeypatch):
     )
     uri = f"sqlite:///{tmp_path / 'fail.db'}"
     monkeypatch.chdir(tmp_path)
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("simulate", overrides=[f"trace={trace}", f"mlflow.tracking_uri={uri}"])
+    cfg = compose_config("simulate", [f"trace={trace}", f"mlflow.tracking_uri={uri}"])
     monkeypatch.setattr(commands, "_run_dir", lambda: tmp_path / "out")
     with pytest.raises(RuntimeError, match="crashed"):
         commands.simulate_task(cfg)
@@ -160,6 +162,8 @@ def test_runs_reach_a_tracking_server(tmp_path, mlflow_server):
     assert len(runs) == 1 + 4  # the parent compare run and one child per (policy, budget)
     assert all(r.info.status == "FINISHED" for r in runs)
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
+    # compare's jobs log exactly what simulate logs (they used to log fewer parameters)
+    assert all(set(r.data.params) >= RUN_PARAMS for r in children)
     assert {(r.data.params["policy"], r.data.params["budget"]) for r in children} == {
         ("window", "64"),
         ("window", "256"),

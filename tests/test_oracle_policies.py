@@ -3,17 +3,17 @@ and the bounds reach metrics.json (cached on disk, withheld for out-of-class pol
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 import pytest
 from memlens.policies.lru import LRU
-from omegaconf import OmegaConf
 
-from memlens.config import CONF_DIR, make_policy, policy_config, registered_policies
+from memlens.config import make_policy, registered_policies, run_settings
 from memlens.generate import generate_simple
 from memlens.oracle import OracleSettings, clear_memo, solve
-from memlens.run import replay
+from memlens.pipeline import run
 from memlens.simulator import simulate
 from memlens.trace_io import trace_from_events
 
@@ -40,7 +40,7 @@ def _hits(trace, policy, budget, demand_fetch, engine="auto") -> int:
 def test_no_registered_policy_beats_oracle_upper(traces, name, demand_fetch):
     for t in traces:
         for budget in BUDGETS:
-            policy = make_policy(policy_config(name))
+            policy = make_policy(name)
             if policy.outside_oracle_class:
                 pytest.skip(f"{name} declares itself outside the oracle's class")
             bound = solve(t, budget, demand_fetch, NOCACHE)
@@ -54,7 +54,7 @@ def test_policy_oracle_scores_exactly_oracle_lower(traces, demand_fetch):
     for t in traces:
         for budget in BUDGETS:
             bound = solve(t, budget, demand_fetch, NOCACHE)
-            oracle = make_policy(policy_config("oracle"))
+            oracle = make_policy("oracle")
             oracle.use_oracle_settings(NOCACHE)
             res = simulate(t, oracle, budget, demand_fetch)
             assert int(res.need_hit.sum()) == bound.lower
@@ -66,19 +66,21 @@ def test_policy_oracle_scores_exactly_oracle_lower(traces, demand_fetch):
             assert bound.lower >= _hits(t, LRU(), budget, demand_fetch)
 
 
-def _cfg(tmp_path: Path, **over):
-    base = OmegaConf.load(CONF_DIR / "base.yaml")
-    base.trace = "unused"
-    base.mlflow.enabled = False
-    base.oracle.cache_dir = str(tmp_path / "oracle")
-    return OmegaConf.merge(base, OmegaConf.create(over))
+def replay(tmp_path: Path, trace, policy, budget: int, *overrides: str) -> dict:
+    """metrics.json of ``memlens simulate policy=POLICY budget=BUDGET`` on an in-memory trace."""
+    cache = f"oracle.cache_dir={tmp_path / 'oracle'}"
+    settings = run_settings(["mlflow.enabled=false", cache, f"budget={budget}", *overrides])
+    if isinstance(policy, str):
+        settings = dataclasses.replace(settings, policy=run_settings([f"policy={policy}"]).policy)
+    else:
+        settings = dataclasses.replace(settings, policy=policy)
+    return run(settings, trace)[1].to_dict()
 
 
 def test_metrics_carry_bounds_regret_and_disk_cache(traces, tmp_path):
     clear_memo()
     t = traces[0]
-    cfg = _cfg(tmp_path)
-    lru = replay(cfg, t, policy_config("lru"), 700).metrics
+    lru = replay(tmp_path, t, "lru", 700)
     sec = lru["oracle"]
     assert sec["applies"] and sec["upper_method"] in ("lp", "milp", "lp+milp")
     assert lru["timing"]["oracle_cached"] is False
@@ -91,12 +93,12 @@ def test_metrics_carry_bounds_regret_and_disk_cache(traces, tmp_path):
     files = list((tmp_path / "oracle").iterdir())
     assert len(files) == 1 and files[0].suffix == ".npz"  # no temporary file left behind
     # policy=oracle in a run: reads the cached plan, scores oracle_lower, regret = the gap
-    orc = replay(cfg, t, policy_config("oracle"), 700).metrics
+    orc = replay(tmp_path, t, "oracle", 700)
     assert orc["timing"]["oracle_cached"] is True
     assert orc["overall"]["hits"] == sec["lower_hits"]
     assert orc["overall"]["regret"] == pytest.approx(sec["gap"])
     # another budget is another cache entry; a fresh process reads the file, same numbers
-    replay(cfg, t, policy_config("lru"), 2500)
+    replay(tmp_path, t, "lru", 2500)
     assert len(list((tmp_path / "oracle").iterdir())) == 2
     clear_memo()
     again = solve(t, 700, False, OracleSettings(cache_dir=str(tmp_path / "oracle")))
@@ -105,15 +107,13 @@ def test_metrics_carry_bounds_regret_and_disk_cache(traces, tmp_path):
 
 
 def test_disabled_oracle_reports_nothing(traces, tmp_path):
-    m = replay(_cfg(tmp_path, oracle={"enabled": False}), traces[0], policy_config("lru"), 700)
-    assert m.metrics["oracle"] == {"enabled": False}
-    assert m.metrics["overall"]["regret"] is None
+    m = replay(tmp_path, traces[0], "lru", 700, "oracle.enabled=false")
+    assert m["oracle"] == {"enabled": False}
+    assert m["overall"]["regret"] is None
 
 
 def test_out_of_class_policy_gets_no_regret(traces, tmp_path):
-    cfg = _cfg(tmp_path)
-    pcfg = OmegaConf.create({"_target_": f"{__name__}.Promoter"})
-    m = replay(cfg, traces[0], pcfg, 700).metrics
+    m = replay(tmp_path, traces[0], {"_target_": f"{__name__}.Promoter"}, 700)
     assert m["oracle"]["applies"] is False and "does not apply" in m["oracle"]["note"]
     assert m["overall"]["regret"] is None and m["overall"]["oracle_upper"] is None
     assert m["oracle"]["oracle_upper"] is not None  # the bound itself is still shown
@@ -123,18 +123,14 @@ class Promoter(LRU):
     """An LRU that claims to promote retrieved items (so the bound must not be applied)."""
 
     name = "promoter"
-    fast_kernel = None
     outside_oracle_class = True
 
 
-def test_bad_oracle_setting_is_an_error_naming_it():
-    with pytest.raises(ValueError, match="lp_max_refs"):
-        OracleSettings.make({"lp_max_refs": 5})
-    with pytest.raises(ValueError, match="method"):
-        OracleSettings.make({"method": "magic"})
-
-
-def test_code_defaults_match_conf_base_yaml():
-    # policy=oracle outside a run falls back to the code defaults: they must be the config's
-    base = OmegaConf.load(CONF_DIR / "base.yaml")
-    assert OracleSettings.make(base.oracle) == OracleSettings()
+@pytest.mark.parametrize(
+    "bad, key",
+    [({"method": "magic"}, "oracle.method"), ({"milp_node_limit": -1}, "oracle.milp_node_limit")],
+)
+def test_bad_oracle_setting_is_an_error_naming_it(bad, key):
+    # an unknown key (oracle.lp_max_refs=5) is rejected when the config is composed (Hydra)
+    with pytest.raises(ValueError, match=key.replace(".", r"\.")):
+        OracleSettings(**bad)

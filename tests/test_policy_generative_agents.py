@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memlens.policies.generative_agents import GenerativeAgents, tfidf_rows
 from memlens.policies.lru import LRU
-from policy_cases import R, Run, W, random_events
+from policy_cases import R, Run, W, traces
 
 from memlens.trace_io import trace_from_events
 
@@ -58,7 +58,7 @@ def test_tfidf_vectors_are_unit_length_and_cached():
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)
-@given(events=random_events(), budget=st.sampled_from([1, 40, 100, 250]),
+@given(events=traces(), budget=st.sampled_from([1, 40, 100, 250]),
        demand_fetch=st.booleans(), normalize=st.booleans())  # fmt: skip
 def test_runs_on_any_trace(events, budget, demand_fetch, normalize):
     run = Run(events, GenerativeAgents(normalize=normalize), budget, demand_fetch=demand_fetch)

@@ -6,9 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memlens.policies.lfu import LFU
 from memlens.policies.lru import LRU
-from policy_cases import PIN, UNPIN, R, Run, W, random_events
-
-from memlens.policy import Policy
+from policy_cases import PIN, UNPIN, NaiveRescan, R, Run, W, traces
 
 
 def test_frequency_beats_recency():
@@ -54,12 +52,12 @@ def test_pinned_item_keeps_count_and_is_skipped():
     assert run.evicted == ["c", "a"]
 
 
-class NaiveLFU(Policy):
+class NaiveLFU(NaiveRescan):
     name = "naive-lfu"
 
     def reset(self, ctx):
         super().reset(ctx)
-        self.count, self.last, self.pinned = {}, {}, set()
+        self.count, self.last = {}, {}
 
     def insert(self, i, now):
         self.count[i], self.last[i] = 1, now
@@ -68,27 +66,15 @@ class NaiveLFU(Policy):
         self.count[i] += 1
         self.last[i] = now
 
-    def victims(self, excess, now):
-        out, freed = [], 0
-        while freed < excess:
-            cands = [i for i in self.count if i not in self.pinned]
-            if not cands:
-                break
-            i = min(cands, key=lambda i: (self.count[i], self.last[i], i))
-            del self.count[i]
-            out.append(i)
-            freed += int(self.ctx.trace.item_tokens[i])
-        return out
+    def key(self, i, t):
+        return self.count[i], self.last[i], i
 
-    def pin(self, i):
-        self.pinned.add(i)
-
-    def unpin(self, i):
-        self.pinned.discard(i)
+    def forget(self, i):
+        del self.count[i]
 
 
 @settings(max_examples=150, deadline=None, derandomize=True)
-@given(events=random_events(), budget=st.sampled_from([1, 40, 100, 250]),
+@given(events=traces(), budget=st.sampled_from([1, 40, 100, 250]),
        demand_fetch=st.booleans())  # fmt: skip
 def test_heap_agrees_with_naive_rescan(events, budget, demand_fetch):
     fast = Run(events, LFU(), budget, demand_fetch=demand_fetch)

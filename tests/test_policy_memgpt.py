@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memlens.policies.memgpt import MemGPT
-from policy_cases import PIN, R, Run, W, random_events
+from policy_cases import PIN, R, Run, W, traces
 
 
 def writes(n, start=1, tokens=100):
@@ -92,7 +92,7 @@ def test_bad_parameters_are_rejected():
 
 
 @settings(max_examples=100, deadline=None, derandomize=True)
-@given(events=random_events(), budget=st.sampled_from([30, 100, 250]),
+@given(events=traces(), budget=st.sampled_from([30, 100, 250]),
        demand_fetch=st.booleans())  # fmt: skip
 def test_context_never_exceeds_budget_unless_pins_do(events, budget, demand_fetch):
     run = Run(events, MemGPT(), budget, demand_fetch=demand_fetch)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memlens.policies.lru import LRU
 from memlens.policies.memorybank import MemoryBank
-from policy_cases import R, Run, W, random_events
+from policy_cases import R, Run, W, traces
 
 H = 3600.0
 
@@ -51,7 +51,7 @@ def test_deterministic_by_default_and_seeded_when_stochastic():
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)
-@given(events=random_events(), budget=st.sampled_from([1, 40, 100, 250]),
+@given(events=traces(), budget=st.sampled_from([1, 40, 100, 250]),
        demand_fetch=st.booleans(), stochastic=st.booleans())  # fmt: skip
 def test_runs_on_any_trace(events, budget, demand_fetch, stochastic):
     # the simulator raises if a pinned or absent item is ever returned as a victim

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memlens.policies.lru import LRU
 from memlens.policies.memoryos_heat import MemoryOSHeat
-from policy_cases import R, Run, W, random_events
+from policy_cases import R, Run, W, traces
 
 H = 3600.0
 
@@ -37,7 +37,7 @@ def test_long_interaction_outlives_a_short_one():
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)
-@given(events=random_events(), budget=st.sampled_from([1, 40, 100, 250]),
+@given(events=traces(), budget=st.sampled_from([1, 40, 100, 250]),
        demand_fetch=st.booleans())  # fmt: skip
 def test_runs_on_any_trace(events, budget, demand_fetch):
     run = Run(events, MemoryOSHeat(), budget, demand_fetch=demand_fetch)

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memlens.policies.token_buffer import ConversationTokenBuffer
 from memlens.policies.window import SlidingWindow
-from policy_cases import R, Run, W, random_events
+from policy_cases import R, Run, W, traces
 
 from memlens.simulator import simulate
 
@@ -21,7 +21,7 @@ def test_drops_oldest_until_it_fits():
 
 
 @settings(max_examples=80, deadline=None, derandomize=True)
-@given(events=random_events(), budget=st.sampled_from([1, 40, 100, 250]),
+@given(events=traces(), budget=st.sampled_from([1, 40, 100, 250]),
        demand_fetch=st.booleans())  # fmt: skip
 def test_same_replay_as_window_on_both_engines(events, budget, demand_fetch):
     ref = Run(events, ConversationTokenBuffer(), budget, demand_fetch=demand_fetch)

@@ -16,10 +16,17 @@ from hypothesis import strategies as st
 from memlens.policies.lru import LRU
 from memlens.policies.window import SlidingWindow
 
-from memlens.embeddings import embed_trace
+from memlens.embeddings import EmbeddingsConfig, embed_trace
 from memlens.metrics import compute_metrics
-from memlens.retrieval.assemble import RetrievalConfig
+from memlens.retrieval.config import (
+    FilterConfig,
+    HnswConfig,
+    QueryConfig,
+    RerankConfig,
+    RetrievalConfig,
+)
 from memlens.retrieval.setup import make_retriever, replay_with_retrieval
+from memlens.tiers import TiersConfig
 from memlens.trace import ITEM_TYPES
 
 E1, E2, E12 = [1.0, 0.0], [0.0, 1.0], [0.6, 0.8]
@@ -33,11 +40,21 @@ def ir(ident, vec, *needs, **kw):
     return rq(ident, *needs, meta={"embedding": vec, **kw.pop("meta", {})}, **kw)
 
 
+NO_STC = TiersConfig(short_term_tokens=0)  # what leaves working memory is in the LTS
+GRAPH = HnswConfig(exact_below=0)  # always the hnswlib graph search
+TRACE_VECTORS = EmbeddingsConfig(kind="trace", cache=False)
+
+
+def rerank(**w):
+    """Rerank weights: similarity only unless told otherwise."""
+    return RerankConfig(**{"value": 0.0, "freshness": 0.0, **w})
+
+
 def run(tr, wm=4, policy=None, ccfg=None, live=None, **rc):
-    """Replay at WM budget ``wm`` with retrieval settings ``rc``."""
-    rc = {"short_term_tokens": 0, "exact_below": 0, "w_value": 0.0, "w_freshness": 0.0, **rc}
-    cfg = RetrievalConfig(enabled=True, **rc)
-    ret = make_retriever(tr, cfg, embed_trace(tr, {"kind": "trace", "cache": False}), ccfg)
+    """Replay at WM budget ``wm`` with retrieval settings ``rc`` (``RetrievalConfig`` fields;
+    by default no short-term cache, graph search and similarity-only rerank)."""
+    cfg = RetrievalConfig(enabled=True, **{"hnsw": GRAPH, "rerank": rerank(), **rc})
+    ret = make_retriever(tr, cfg, embed_trace(tr, TRACE_VECTORS), ccfg, tiers=NO_STC)
     return replay_with_retrieval(tr, policy or SlidingWindow(), wm, ret, live=live)
 
 
@@ -61,8 +78,9 @@ def test_known_answer_with_tfidf_embeddings():
     events += [rq("q", "f0", text="when does my flight to Lisbon depart")]
     events += [rq("q2", "f3", text="which seats and meals does the user prefer")]
     tr = trace(*events)
-    cfg = RetrievalConfig(enabled=True, budget=40, k=3, short_term_tokens=0, exact_below=0)
-    ret = make_retriever(tr, cfg, embed_trace(tr, {"cache": False, "dim": 8}))
+    cfg = RetrievalConfig(enabled=True, budget=40, k=3, hnsw=GRAPH)
+    emb = embed_trace(tr, EmbeddingsConfig(cache=False, dim=8))
+    ret = make_retriever(tr, cfg, emb, tiers=NO_STC)
     res, rec = replay_with_retrieval(tr, SlidingWindow(), 80, ret)
     assert res.need_hit.tolist() == [0, 0]  # long gone from working memory
     assert got(tr, rec, 0) == ["f0"] and got(tr, rec, 1) == ["f3"]
@@ -96,10 +114,10 @@ def test_stream_is_always_a_prefilter():
 @pytest.mark.parametrize(
     "flt, expected",
     [
-        ({}, "best"),  # no optional filter: the most similar
-        ({"same_task": True}, "task_b"),  # the request's task is B (meta.task)
-        ({"types": ["user_input"]}, "user"),
-        ({"max_age_s": 15.0}, "recent"),  # request at t=100: written at t >= 85
+        (FilterConfig(), "best"),  # no optional filter: the most similar
+        (FilterConfig(same_task=True), "task_b"),  # the request's task is B (meta.task)
+        (FilterConfig(types=["user_input"]), "user"),
+        (FilterConfig(max_age_s=15.0), "recent"),  # request at t=100: written at t >= 85
     ],
 )
 def test_optional_prefilters(flt, expected):
@@ -111,7 +129,7 @@ def test_optional_prefilters(flt, expected):
         iw("fill", E2, task="A", t=95),
         ir("r", E1, "best", t=100, meta={"task": "B"}),
     )  # fmt: skip
-    _, rec = run(tr, k=1, **flt)
+    _, rec = run(tr, k=1, filter=flt)
     assert got(tr, rec) == [expected]
 
 
@@ -130,7 +148,7 @@ def test_prefilter_runs_before_the_vector_search():
     _, plain = run(tr, k=3)
     thought, tool = ITEM_TYPES.index("llm_thought"), ITEM_TYPES.index("tool_result")
     assert all(tr.item_type[i] == thought for i in plain.ret_item)
-    _, rec = run(tr, k=3, types=["tool_result"], exact_below=0)
+    _, rec = run(tr, k=3, filter=FilterConfig(types=["tool_result"]))
     items = rec.ret_item.tolist()
     assert len(items) == 3 and all(tr.item_type[i] == tool for i in items)
     assert rec.index_queries == 1 and rec.exact_queries == 0  # hnswlib with the filter callable
@@ -148,9 +166,10 @@ def test_rerank_value_and_freshness():
     )  # fmt: skip
     _, tie = run(tr, k=3, budget=4)  # equal similarity: lower index first
     assert got(tr, tie) == ["thought"]
-    _, by_value = run(tr, k=3, budget=4, w_value=1.0)  # user_input 0.7 > llm_thought 0.4
+    _, by_value = run(tr, k=3, budget=4, rerank=rerank(value=1.0))  # user_input 0.7 > thought 0.4
     assert got(tr, by_value) == ["said"]
-    _, by_fresh = run(tr, k=3, budget=4, w_freshness=1.0, freshness_half_life_s=600.0)
+    fresh = rerank(freshness=1.0, freshness_half_life_s=600.0)
+    _, by_fresh = run(tr, k=3, budget=4, rerank=fresh)
     assert got(tr, by_fresh) == ["new_thought"]
 
 
@@ -216,9 +235,9 @@ def test_same_config_same_numbers(tmp_path):
     tr = trace_from_events(generate_simple(seed=3, streams=2, events_per_stream=300))
     outs = []
     for _ in range(2):
-        cfg = RetrievalConfig(enabled=True, budget=256, k=6, short_term_tokens=512, exact_below=0)
-        emb = embed_trace(tr, {"cache": True, "cache_dir": str(tmp_path), "dim": 16})
-        ret = make_retriever(tr, cfg, emb)
+        cfg = RetrievalConfig(enabled=True, budget=256, k=6, hnsw=GRAPH)
+        emb = embed_trace(tr, EmbeddingsConfig(cache=True, cache_dir=str(tmp_path), dim=16))
+        ret = make_retriever(tr, cfg, emb, tiers=TiersConfig(short_term_tokens=512))
         res, rec = replay_with_retrieval(tr, LRU(), 512, ret)
         m = compute_metrics(tr, res, retrieval=rec)
         outs.append((m["overall"], rec.ret_item.tolist()))
@@ -252,9 +271,10 @@ def test_invariants_on_random_traces(seed, wm, budget, stc, promote, prefetch, t
     vr = rng.standard_normal((tr.n_requests, 4)).astype(np.float32)
     emb = Embeddings(vi / np.linalg.norm(vi, axis=1, keepdims=True),
                      vr / np.linalg.norm(vr, axis=1, keepdims=True), "random")  # fmt: skip
-    cfg = RetrievalConfig(enabled=True, budget=budget, k=5, short_term_tokens=stc,
-                          promote=promote, prefetch=prefetch, types=types, exact_below=3)  # fmt: skip
-    ret = make_retriever(tr, cfg, emb, CompressionConfig(default=strategy))
+    cfg = RetrievalConfig(enabled=True, budget=budget, k=5, promote=promote, prefetch=prefetch,
+                          filter=FilterConfig(types=types), hnsw=HnswConfig(exact_below=3))  # fmt: skip
+    tiers = TiersConfig(short_term_tokens=stc)
+    ret = make_retriever(tr, cfg, emb, CompressionConfig(default=strategy), tiers=tiers)
     res, rec = replay_with_retrieval(tr, LRU(), wm, ret)
     assert (rec.retrieved_tokens <= budget).all()
     ptr = rec.ret_ptr.tolist()
@@ -290,5 +310,28 @@ def test_query_enrichment_with_goal_and_last_action():
     assert plan.task == ["T"] and plan.goal_item.tolist() == [0] and plan.last_item.tolist() == [3]
     _, plain = run(tr, k=1, budget=4)
     assert got(tr, plain) == ["other"]  # the request text alone points at "other"
-    _, enriched = run(tr, k=1, budget=4, goal_weight=1.0)  # query (1, 1)/sqrt(2): target wins
+    # query (1, 1)/sqrt(2): target wins
+    _, enriched = run(tr, k=1, budget=4, query=QueryConfig(goal_weight=1.0))
     assert got(tr, enriched) == ["target"]
+
+
+@pytest.mark.parametrize(
+    "make, key",
+    [
+        (lambda: RetrievalConfig(k=-1), "retrieval.k"),
+        (lambda: RetrievalConfig(budget=-5), "retrieval.budget"),
+        (lambda: FilterConfig(types=["thought"]), "retrieval.filter.types"),
+        (lambda: FilterConfig(max_age_s=-1.0), "retrieval.filter.max_age_s"),
+        (lambda: RerankConfig(freshness_half_life_s=0.0), "retrieval.rerank.freshness_half_life_s"),
+        (lambda: HnswConfig(M=1), "retrieval.hnsw.M"),
+        (lambda: HnswConfig(ef_construction=0), "retrieval.hnsw.ef_construction"),
+        (lambda: HnswConfig(ef_search=0), "retrieval.hnsw.ef_search"),
+        (lambda: TiersConfig(ttl_s=-1.0), "tiers.ttl_s"),
+        (lambda: TiersConfig(short_term_tokens=-1), "tiers.short_term_tokens"),
+        (lambda: TiersConfig(short_term_policy="lfu"), "tiers.short_term_policy"),
+        (lambda: TiersConfig(long_term_latency_ms=-1.0), "tiers.long_term_latency_ms"),
+    ],
+)
+def test_bad_settings_are_rejected_naming_the_key(make, key):
+    with pytest.raises(ValueError, match=key.replace(".", r"\.")):
+        make()

@@ -12,7 +12,8 @@ from memlens.policies.lru import LRU
 from memlens.policies.window import SlidingWindow
 
 from memlens.metrics import compute_metrics, per_request_table
-from memlens.simulator import MOVE_BYPASS, MOVE_NAMES, simulate
+from memlens.simulator import MOVE_NAMES, MoveKind, RequestHook, simulate
+from memlens.trace import EVENT_KINDS, EventKind
 
 ENGINES = ["reference", "fast"]
 
@@ -153,7 +154,7 @@ def test_item_larger_than_budget_is_never_admitted(engine):
     for fetch in (False, True):
         res, m = run(tr, LRU(), 10, engine, demand_fetch=fetch)
         assert res.need_hit.tolist() == [0, 0, 1]
-        assert res.move_kind[0] == MOVE_BYPASS
+        assert res.move_kind[0] == MoveKind.BYPASS
         assert m["evictions"] == 0 and m["false_eviction_rate"] is None
 
 
@@ -191,3 +192,63 @@ def test_bad_budget_and_engine_are_rejected():
             simulate(BASIC, LRU(), budget=bad)
     with pytest.raises(ValueError, match="engine"):
         simulate(BASIC, LRU(), budget=10, engine="turbo")
+
+
+def test_move_and_event_kinds_are_int_enums_usable_in_numba():
+    import numba
+    import numpy as np
+
+    assert [int(k) for k in MoveKind] == list(range(6))
+    assert MOVE_NAMES == ("admit", "bypass", "evict", "fetch", "pin", "promote")
+    assert [int(k) for k in EventKind] == list(range(5))
+    assert EVENT_KINDS == ("write", "request", "pin", "unpin", "annotate")
+
+    @numba.njit
+    def evictions_at_writes(ev_kind, move_event, move_kind):
+        n = 0
+        for m in range(move_kind.shape[0]):
+            if move_kind[m] == MoveKind.EVICT and ev_kind[move_event[m]] == EventKind.WRITE:
+                n += 1
+        return n
+
+    res = simulate(BASIC, LRU(), budget=10, engine="reference")
+    expected = sum(1 for e, k in zip(res.move_event, res.move_kind)
+                   if k == MoveKind.EVICT and BASIC.ev_kind[e] == EventKind.WRITE)  # fmt: skip
+    assert evictions_at_writes(BASIC.ev_kind, res.move_event, res.move_kind) == expected == 2
+    assert np.isin(res.move_kind, list(MoveKind)).all()
+
+
+class Recorder:
+    """A request hook that records what it is shown and promotes nothing."""
+
+    promote = False
+
+    def __init__(self):
+        self.calls = []
+
+    def request(self, r, e, mv_event, mv_item, mv_kind):
+        self.calls.append((r, e, len(mv_event), MoveKind(mv_kind[-1]).name))
+        return []
+
+    def finish(self, mv_event, mv_item, mv_kind):
+        self.calls.append(("finish", len(mv_event) == len(mv_item) == len(mv_kind)))
+
+
+def test_request_hook_is_a_typed_protocol():
+    import inspect
+
+    from memlens.retrieval.assemble import LiveRetrieval
+
+    hook = Recorder()
+    assert isinstance(hook, RequestHook)
+    res = simulate(BASIC, LRU(), budget=10, hook=hook)
+    plain = simulate(BASIC, LRU(), budget=10, engine="reference")
+    assert res.need_hit.tolist() == plain.need_hit.tolist() and res.engine == "reference"
+    assert hook.calls == [(0, 2, 2, "ADMIT"), (1, 4, 4, "EVICT"), (2, 6, 6, "EVICT"),
+                          ("finish", True)]  # fmt: skip
+    # the retrieval package's live driver matches the protocol structurally
+    for method in ("request", "finish"):
+        ours = list(inspect.signature(getattr(RequestHook, method)).parameters)
+        theirs = list(inspect.signature(getattr(LiveRetrieval, method)).parameters)
+        assert ours == theirs, method
+    assert "promote" in RequestHook.__annotations__

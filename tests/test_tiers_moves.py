@@ -14,10 +14,10 @@ from memlens.policies.window import SlidingWindow
 
 from memlens.embeddings import Embeddings
 from memlens.generate import generate_simple
-from memlens.retrieval.assemble import RetrievalConfig
+from memlens.retrieval.config import HnswConfig, RetrievalConfig
 from memlens.retrieval.setup import make_retriever, replay_with_retrieval
 from memlens.simulator import simulate
-from memlens.tiers import TIER_NAMES, replay_tiers
+from memlens.tiers import TIER_NAMES, TiersConfig, replay_tiers
 from memlens.trace_io import trace_from_events
 
 
@@ -41,8 +41,8 @@ def post_hoc(tr, policy, budget=10, stc=8, ttl=None, demand_fetch=False):
 
 def live(tr, policy, budget=10, stc=8, ttl=None, demand_fetch=False, **rcfg):
     """The live driver with a retriever that brings nothing back (k=0) unless told otherwise."""
-    cfg = RetrievalConfig(enabled=True, short_term_tokens=stc, ttl_s=ttl, **{"k": 0, **rcfg})
-    ret = make_retriever(tr, cfg, zero_emb(tr))
+    cfg = RetrievalConfig(enabled=True, **{"k": 0, **rcfg})
+    ret = make_retriever(tr, cfg, zero_emb(tr), tiers=TiersConfig(short_term_tokens=stc, ttl_s=ttl))
     res, rec = replay_with_retrieval(tr, policy, budget, ret, demand_fetch=demand_fetch, live=True)
     return res, rec.tiers
 
@@ -121,15 +121,14 @@ def test_retrieval_refreshes_stc_lru_order():
         rq("r", "d", meta={"embedding": [1, 0]}),  # retrieves a (sim 1 > 0.5): STC order b, a
         w("e", 4, meta={"embedding": [0, 1]}),  # c -> STC: overflow evicts the oldest
     )  # fmt: skip
-    from memlens.embeddings import embed_trace
+    from memlens.embeddings import EmbeddingsConfig, embed_trace
 
-    emb = embed_trace(tr, {"kind": "trace", "cache": False})
+    emb = embed_trace(tr, EmbeddingsConfig(kind="trace", cache=False))
     out = {}
     for policy in ("lru", "fifo"):
-        cfg = RetrievalConfig(
-            enabled=True, budget=4, k=1, short_term_tokens=8, short_term_policy=policy
-        )
-        ret = make_retriever(tr, cfg, emb)
+        cfg = RetrievalConfig(enabled=True, budget=4, k=1)
+        tiers = TiersConfig(short_term_tokens=8, short_term_policy=policy)
+        ret = make_retriever(tr, cfg, emb, tiers=tiers)
         _, rec = replay_with_retrieval(tr, SlidingWindow(), 10, ret)
         assert [tr.item_id[i] for i in rec.ret_item] == ["a"]
         out[policy] = moves(tr, rec.tiers)[-1]
@@ -160,9 +159,9 @@ def test_live_and_post_hoc_drivers_agree(seed, ttl):
     for demand_fetch in (False, True):
         recs = []
         for is_live in (False, True):
-            cfg = RetrievalConfig(enabled=True, budget=300, k=4, short_term_tokens=400, ttl_s=ttl,
-                                  short_term_policy="fifo", exact_below=8)  # fmt: skip
-            ret = make_retriever(tr, cfg, emb)
+            cfg = RetrievalConfig(enabled=True, budget=300, k=4, hnsw=HnswConfig(exact_below=8))
+            tiers = TiersConfig(short_term_tokens=400, ttl_s=ttl, short_term_policy="fifo")
+            ret = make_retriever(tr, cfg, emb, tiers=tiers)
             res, rec = replay_with_retrieval(tr, LRU(), 600, ret, demand_fetch=demand_fetch,
                                              live=is_live)  # fmt: skip
             recs.append((res, rec))

@@ -32,7 +32,7 @@ falls at pins, so checking the capacity at those events ("check points") checks 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -69,72 +69,77 @@ class GapModel:
         return int(self.item.shape[0])
 
 
-def build_model(trace: Trace, stream: int, budget: int, demand_fetch: bool) -> GapModel:
-    """Walk one stream's events once and collect its keep-intervals and capacity profile."""
+@dataclass
+class _Walk:
+    """What one pass over a stream's events collects (lists, turned into arrays after)."""
+
+    g_item: list = field(default_factory=list)
+    g_start: list = field(default_factory=list)
+    g_end: list = field(default_factory=list)
+    g_prev: list = field(default_factory=list)
+    g_ref: list = field(default_factory=list)
+    pin_ev: list = field(default_factory=list)  # events where the pinned tokens changed
+    pin_tok: list = field(default_factory=list)  # pinned tokens after them
+    n_refs: int = 0
+    forced: int = 0
+
+
+def _walk(trace: Trace, stream: int, budget: int, demand_fetch: bool) -> _Walk:
+    """Walk one stream's events once: its keep-intervals (gaps) and its pin profile."""
     events = trace.stream_events[stream]
     kinds = trace.ev_kind[events].tolist()
     refs = trace.ev_ref[events].tolist()
-    ev_list = events.tolist()
-    tokens = trace.item_tokens
-    needs_ptr = trace.needs_ptr
-    needs = trace.needs
+    tokens, needs_ptr, needs = trace.item_tokens, trace.needs_ptr, trace.needs
     # per item state, kept in dicts (a stream touches only its own items)
     anchor: dict[int, int] = {}  # item -> event index of its open anchor (absent: none)
     chain: dict[int, int] = {}  # item -> gap index that must be kept (-1 free, -2 impossible)
     pinned: set[int] = set()
     pinned_tok = 0
-    forced = 0
-    n_refs = 0
-    g_item: list[int] = []
-    g_start: list[int] = []
-    g_end: list[int] = []
-    g_prev: list[int] = []
-    g_ref: list[int] = []
-    pin_ev: list[int] = []  # events where the pinned tokens changed
-    pin_tok: list[int] = []  # pinned tokens after them
-    for pos, e in enumerate(ev_list):
-        k = kinds[pos]
-        x = refs[pos]
+    w = _Walk()
+    for e, k, x in zip(events.tolist(), kinds, refs):
         if k == WRITE:
             anchor[x] = e
             chain[x] = -1 if tokens[x] <= budget else -2
         elif k == REQUEST:
             lo, hi = int(needs_ptr[x]), int(needs_ptr[x + 1])
-            n_refs += hi - lo
+            w.n_refs += hi - lo
             for j in range(lo, hi):
                 i = int(needs[j])
                 if i in pinned:
-                    forced += 1
+                    w.forced += 1
                     continue
                 c = chain.get(i, -2)
                 g = -2
                 if c != -2 and i in anchor:
-                    g = len(g_item)
-                    g_item.append(i)
-                    g_start.append(anchor[i])
-                    g_end.append(e)
-                    g_prev.append(c)
-                    g_ref.append(j)
+                    g = len(w.g_item)
+                    for col, v in ((w.g_item, i), (w.g_start, anchor[i]), (w.g_end, e),
+                                   (w.g_prev, c), (w.g_ref, j)):  # fmt: skip
+                        col.append(v)
                 anchor[i] = e
                 if demand_fetch:
                     chain[i] = -1 if tokens[i] <= budget else -2
                 else:
                     chain[i] = g
-        elif k == PIN:
-            if x not in pinned:
-                pinned.add(x)
-                pinned_tok += int(tokens[x])
-                pin_ev.append(e)
-                pin_tok.append(pinned_tok)
+        elif (k == PIN and x not in pinned) or (k == UNPIN and x in pinned):
+            (pinned.add if k == PIN else pinned.discard)(x)
+            pinned_tok += int(tokens[x]) if k == PIN else -int(tokens[x])
+            w.pin_ev.append(e)
+            w.pin_tok.append(pinned_tok)
+            if k == PIN:
                 anchor.pop(x, None)
-        elif k == UNPIN:
-            if x in pinned:
-                pinned.discard(x)
-                pinned_tok -= int(tokens[x])
-                pin_ev.append(e)
-                pin_tok.append(pinned_tok)
+            else:
                 anchor[x] = e
                 chain[x] = -1 if tokens[x] <= budget else -2
+    return w
+
+
+def build_model(trace: Trace, stream: int, budget: int, demand_fetch: bool) -> GapModel:
+    """Walk one stream's events once and collect its keep-intervals and capacity profile."""
+    events = trace.stream_events[stream]
+    tokens = trace.item_tokens
+    w = _walk(trace, stream, budget, demand_fetch)
+    g_item, g_start, g_end, g_prev, g_ref = w.g_item, w.g_start, w.g_end, w.g_prev, w.g_ref
+    pin_ev, pin_tok, n_refs, forced = w.pin_ev, w.pin_tok, w.n_refs, w.forced
     item = np.asarray(g_item, dtype=np.int64)
     start = np.asarray(g_start, dtype=np.int64)
     end = np.asarray(g_end, dtype=np.int64)

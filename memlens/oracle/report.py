@@ -10,20 +10,12 @@ no regret rather than a regret that could be negative.
 from __future__ import annotations
 
 from memlens.oracle.solve import OracleResult, OracleSettings, solve
+from memlens.report import Section
 from memlens.trace import Trace
 
 
 def _rate(hits: int, refs: int) -> float | None:
     return None if refs == 0 else hits / refs
-
-
-def prepare(cfg, policy) -> OracleSettings:
-    """Read ``cfg.oracle``; hand the settings to an oracle policy so it replays the same plan."""
-    settings = OracleSettings.make(cfg.get("oracle"))
-    use = getattr(policy, "use_oracle_settings", None)
-    if use is not None:
-        use(settings)
-    return settings
 
 
 def section(result: OracleResult, trace: Trace, hits: int, hit_rate, applies: bool) -> dict:
@@ -65,35 +57,23 @@ def section(result: OracleResult, trace: Trace, hits: int, hit_rate, applies: bo
     return out
 
 
-def add_to_metrics(
-    metrics: dict,
-    trace: Trace,
-    budget: int,
-    demand_fetch: bool,
-    policy,
-    result,
-    settings: OracleSettings,
-) -> None:
-    """Put ``metrics["oracle"]`` and ``overall.oracle_upper`` / ``overall.regret`` in place.
+def analyze(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSettings,
+            hits: int, applies: bool) -> Section:  # fmt: skip
+    """The ``oracle`` section, with ``oracle_upper`` and ``regret`` for ``overall``.
 
-    ``result`` is the replay's ``SimResult``: a replay whose hook promoted retrieved items
-    (``extra["outside_oracle_class"]``) is outside the class like such a policy.
+    ``applies`` is false for a replay that can place items outside writes, pins and demand
+    fetch (a policy declaring ``outside_oracle_class``, or retrieval with promotion).
     """
-    overall = metrics["overall"]
     if not settings.enabled:
-        metrics["oracle"] = {"enabled": False}
-        overall["oracle_upper"] = None
-        overall["regret"] = None
-        return
-    applies = not (
-        getattr(policy, "outside_oracle_class", False)
-        or result.extra.get("outside_oracle_class", False)
-    )
+        return Section("oracle", {"enabled": False}, {"oracle_upper": None, "regret": None})
     bounds = solve(trace, budget, demand_fetch, settings)
-    sec = section(bounds, trace, overall["hits"], overall["hit_rate"], applies)
-    metrics["oracle"] = sec
-    # how long it took and whether it was cached differ between identical runs: timing
-    metrics["timing"]["oracle_solve_s"] = bounds.wall_s
-    metrics["timing"]["oracle_cached"] = bounds.from_cache
-    overall["oracle_upper"] = sec["oracle_upper"] if applies else None
-    overall["regret"] = sec["regret"]
+    refs = trace.n_references
+    sec = section(bounds, trace, hits, _rate(hits, refs), applies)
+    return Section(
+        "oracle",
+        sec,
+        overall={"oracle_upper": sec["oracle_upper"] if applies else None,
+                 "regret": sec["regret"]},  # fmt: skip
+        # how long it took and whether it was cached differ between identical runs: timing
+        timing={"oracle_solve_s": bounds.wall_s, "oracle_cached": bounds.from_cache},
+    )

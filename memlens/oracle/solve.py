@@ -20,7 +20,7 @@ the trace's content hash, its pins, the budget, demand fetch and the settings.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -33,9 +33,9 @@ from memlens.trace import Trace
 METHODS = ("auto", "lp", "relaxed")
 
 
-@dataclass(frozen=True)
+@dataclass
 class OracleSettings:
-    """The ``oracle:`` config block (conf/base.yaml)."""
+    """The ``oracle:`` settings block (typed; checked when a command's config is resolved)."""
 
     enabled: bool = True
     method: str = "auto"  # auto | lp | relaxed
@@ -45,20 +45,12 @@ class OracleSettings:
     cache: bool = True  # cache results on disk
     cache_dir: str | None = None  # None: $MEMLENS_CACHE/oracle or ~/.cache/memlens/oracle
 
-    @classmethod
-    def make(cls, node=None) -> OracleSettings:
-        """From a config node or dict; unknown keys are an error naming the key."""
-        if node is None:
-            return cls()
-        items = dict(node.items()) if hasattr(node, "items") else dict(node)
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(items) - known)
-        if unknown:
-            raise ValueError(f"oracle: unknown setting(s) {unknown} (known: {sorted(known)})")
-        s = cls(**items)
-        if s.method not in METHODS:
-            raise ValueError(f"oracle.method must be one of {METHODS}, got {s.method!r}")
-        return s
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"oracle.method must be one of {METHODS}, got {self.method!r}")
+        for key in ("lp_max_references", "milp_max_gaps", "milp_node_limit"):
+            if getattr(self, key) < 0:
+                raise ValueError(f"oracle.{key} must be >= 0, got {getattr(self, key)}")
 
     def solver_key(self) -> dict:
         """The settings that change the numbers (not where they are cached)."""

@@ -1,5 +1,6 @@
 """Request-time retrieval: the long-term store's vector index and context assembly.
 
+``config``    the typed ``retrieval:`` settings (:class:`RetrievalConfig` and its blocks).
 ``index``     the long-term store's hnswlib index (one per stream, cosine), membership and the
               metadata pre-filter.
 ``query``     what a request asks for (query vector, task, filter) and each item's static value.
@@ -9,11 +10,11 @@
 
 from memlens.retrieval.assemble import (
     LiveRetrieval,
-    RetrievalConfig,
     RetrievalRecord,
     Retriever,
     retrieve_post_hoc,
 )
+from memlens.retrieval.config import RetrievalConfig
 from memlens.retrieval.index import LongTermIndex
 
 __all__ = [

@@ -1,15 +1,18 @@
 """Context assembly at request time: working memory plus what retrieval brings back.
 
-For each request (``retrieval.enabled``):
+For each request (``retrieval.enabled``; what retrieval does is a
+:class:`memlens.retrieval.config.RetrievalConfig`, the short-term cache and the configured
+latencies a :class:`memlens.tiers.TiersConfig`):
 
 1. the query vector (``memlens.retrieval.query``);
 2. the pre-filter: same stream always; same task, item types and a time window optionally.
    It is applied before any similarity is computed;
 3. candidates: the ``k`` most similar items of the short-term cache (exact) and the ``k``
    nearest of the long-term store (hnswlib), with similarity at least ``min_similarity``;
-4. rerank by ``w_similarity * cosine + w_value * value + w_freshness * 0.5 ** (age /
-   half_life)`` (ties: lower item index), then take items best first while they fit in
-   ``budget`` tokens.  An item from the long-term store costs its stored size (compression);
+4. rerank by ``rerank.similarity * cosine + rerank.value * value + rerank.freshness *
+   0.5 ** (age / rerank.freshness_half_life_s)`` (ties: lower item index), then take items best
+   first while they fit in ``budget`` tokens.  An item from the long-term store costs its
+   stored size (compression);
 5. optionally promote what was retrieved in full into working memory (the simulator does the
    move, subject to the policy's ``admit``; the run is then outside the oracle class), and
    refresh retrieved short-term items in the cache's LRU order.
@@ -27,102 +30,18 @@ gives identical results when nothing is promoted.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from memlens.compression import LOSSY, NONE, POINTER, Compressor
 from memlens.embeddings import Embeddings
+from memlens.retrieval.config import RetrievalConfig
 from memlens.retrieval.index import LongTermIndex, Prefilter, top_k
 from memlens.retrieval.query import plan_requests, query_vectors
 from memlens.simulator import SimResult
-from memlens.tiers import LTS, STC, WM, TierLog, TierState, merged_schedule
+from memlens.tiers import LTS, STC, WM, TierLog, TiersConfig, TierState, merged_schedule
 from memlens.trace import ITEM_TYPES, Trace
-
-
-@dataclass
-class RetrievalConfig:
-    enabled: bool = False
-    budget: int = 512
-    k: int = 8
-    min_similarity: float = 0.0
-    promote: bool = False
-    prefetch: bool = False
-    goal_weight: float = 0.0
-    last_action_weight: float = 0.0
-    same_task: bool = False
-    types: list[str] | None = None
-    max_age_s: float | None = None
-    w_similarity: float = 1.0
-    w_value: float = 0.2
-    w_freshness: float = 0.2
-    freshness_half_life_s: float = 3600.0
-    M: int = 16
-    ef_construction: int = 100
-    ef_search: int = 64
-    exact_below: int = 64
-    seed: int = 0
-    short_term_tokens: int = 8192
-    ttl_s: float | None = None
-    short_term_policy: str = "lru"
-    short_term_latency_ms: float = 1.0
-    long_term_latency_ms: float = 20.0
-
-    @classmethod
-    def from_cfg(cls, cfg) -> RetrievalConfig:
-        """Read ``cfg.retrieval`` and ``cfg.tiers`` (missing keys keep their defaults)."""
-        r = cfg.get("retrieval") or {}
-        t = cfg.get("tiers") or {}
-        q = r.get("query") or {}
-        f = r.get("filter") or {}
-        w = r.get("rerank") or {}
-        h = r.get("hnsw") or {}
-        d = cls()
-        out = cls(
-            enabled=bool(r.get("enabled", d.enabled)),
-            budget=int(r.get("budget", d.budget)),
-            k=int(r.get("k", d.k)),
-            min_similarity=float(r.get("min_similarity", d.min_similarity)),
-            promote=bool(r.get("promote", d.promote)),
-            prefetch=bool(r.get("prefetch", d.prefetch)),
-            goal_weight=float(q.get("goal_weight", d.goal_weight)),
-            last_action_weight=float(q.get("last_action_weight", d.last_action_weight)),
-            same_task=bool(f.get("same_task", d.same_task)),
-            types=list(f["types"]) if f.get("types") else None,
-            max_age_s=None if f.get("max_age_s") is None else float(f["max_age_s"]),
-            w_similarity=float(w.get("similarity", d.w_similarity)),
-            w_value=float(w.get("value", d.w_value)),
-            w_freshness=float(w.get("freshness", d.w_freshness)),
-            freshness_half_life_s=float(w.get("freshness_half_life_s", d.freshness_half_life_s)),
-            M=int(h.get("M", d.M)),
-            ef_construction=int(h.get("ef_construction", d.ef_construction)),
-            ef_search=int(h.get("ef_search", d.ef_search)),
-            exact_below=int(h.get("exact_below", d.exact_below)),
-            seed=int(cfg.get("seed", 0)),
-            short_term_tokens=int(t.get("short_term_tokens", d.short_term_tokens)),
-            ttl_s=None if t.get("ttl_s") is None else float(t["ttl_s"]),
-            short_term_policy=str(t.get("short_term_policy", d.short_term_policy)),
-            short_term_latency_ms=float(t.get("short_term_latency_ms", d.short_term_latency_ms)),
-            long_term_latency_ms=float(t.get("long_term_latency_ms", d.long_term_latency_ms)),
-        )
-        out.check()
-        return out
-
-    def check(self) -> None:
-        if self.budget < 0:
-            raise ValueError(f"retrieval.budget must be >= 0 tokens, got {self.budget}")
-        if self.k < 0:
-            raise ValueError(f"retrieval.k must be >= 0, got {self.k}")
-        if self.short_term_policy not in ("lru", "fifo"):
-            raise ValueError(f"tiers.short_term_policy must be lru or fifo, got "
-                             f"{self.short_term_policy!r}")  # fmt: skip
-        for t in self.types or []:
-            if t not in ITEM_TYPES:
-                raise ValueError(f"retrieval.filter.types: unknown item type {t!r}")
-        if self.freshness_half_life_s <= 0:
-            raise ValueError("retrieval.rerank.freshness_half_life_s must be > 0")
-        if self.ef_search < 1 or self.M < 2 or self.ef_construction < 1:
-            raise ValueError("retrieval.hnsw: M >= 2, ef_construction >= 1, ef_search >= 1")
 
 
 @dataclass
@@ -150,38 +69,39 @@ class RetrievalRecord:
     exact_queries: int
     tiers: TierLog
     config: RetrievalConfig
+    tiers_config: TiersConfig
     extra: dict = field(default_factory=dict)
 
 
 class Retriever:
     """The retrieval engine: tier state, LTS index and context assembly for one replay."""
 
-    def __init__(self, trace: Trace, cfg: RetrievalConfig, emb: Embeddings,
-                 compressor: Compressor, values: np.ndarray):  # fmt: skip
+    def __init__(self, trace: Trace, cfg: RetrievalConfig, tiers: TiersConfig, emb: Embeddings,
+                 compressor: Compressor, values: np.ndarray, seed: int):  # fmt: skip
+        """``cfg``: what retrieval does; ``tiers``: the short-term cache and the configured
+        latencies; ``seed``: the run's seed (seeds the long-term store's graphs)."""
         if emb.items.shape[0] != trace.n_items or emb.requests.shape[0] != trace.n_requests:
             raise ValueError("embeddings do not match the trace (item or request count differs)")
-        self.trace, self.cfg, self.comp = trace, cfg, compressor
+        self.trace, self.cfg, self.tiers_config, self.comp = trace, cfg, tiers, compressor
         self.vectors = emb.items
         names = {name: n for n, name in enumerate(dict.fromkeys(trace.item_task))}
         self._task_names = names
         self.index = LongTermIndex(
-            emb.items, trace.item_stream, trace.n_streams, M=cfg.M,
-            ef_construction=cfg.ef_construction, ef_search=cfg.ef_search, seed=cfg.seed,
-            exact_below=cfg.exact_below, item_type=trace.item_type,
+            emb.items, trace.item_stream, trace.n_streams, seed=seed, item_type=trace.item_type,
             item_task=np.asarray([names[t] for t in trace.item_task], dtype=np.int64),
-            item_t=trace.item_t,
+            item_t=trace.item_t, **asdict(cfg.hnsw),
         )  # fmt: skip
-        self.state = TierState(trace, cfg.short_term_tokens, cfg.ttl_s, listener=self.index)
+        self.state = TierState(trace, tiers.short_term_tokens, tiers.ttl_s, listener=self.index)
         plan = plan_requests(trace)
         self.plan = plan
-        self.query = query_vectors(emb.items, emb.requests, plan, cfg.goal_weight,
-                                   cfg.last_action_weight)  # fmt: skip
+        self.query = query_vectors(emb.items, emb.requests, plan, cfg.query)
         self.values = np.asarray(values, dtype=np.float64)
         self.item_t = trace.item_t
         self.tokens = trace.item_tokens
         self.req_stream = trace.req_stream.tolist()
         self.ev_t = trace.ev_t
-        self._types = tuple(ITEM_TYPES.index(t) for t in cfg.types) if cfg.types else None
+        types = cfg.filter.types
+        self._types = tuple(ITEM_TYPES.index(t) for t in types) if types else None
         self._pending: dict[int, list[tuple[int, int, int, int]]] = {}
         n_req, n_ref = trace.n_requests, trace.n_references
         self._ptr = [0]
@@ -203,13 +123,13 @@ class Retriever:
     # ------------------------------------------------------------- pre-filter
     def prefilter(self, r: int, now: float) -> Prefilter | None:
         """Request ``r``'s conditions beyond its stream (None when there are none)."""
-        cfg = self.cfg
-        if not (self._types or cfg.same_task or cfg.max_age_s is not None):
+        f = self.cfg.filter
+        if not (self._types or f.same_task or f.max_age_s is not None):
             return None
         return Prefilter(
             types=self._types,
-            task=self._task_names.get(self.plan.task[r], -1) if cfg.same_task else None,
-            min_t=None if cfg.max_age_s is None else now - cfg.max_age_s,
+            task=self._task_names.get(self.plan.task[r], -1) if f.same_task else None,
+            min_t=None if f.max_age_s is None else now - f.max_age_s,
         )
 
     # --------------------------------------------------------------- assembly
@@ -235,8 +155,9 @@ class Retriever:
         keep = sims >= cfg.min_similarity
         items, sims, tier = items[keep], sims[keep], tier[keep]
         age = np.maximum(0.0, now - self.item_t[items])
-        score = (cfg.w_similarity * sims + cfg.w_value * self.values[items]
-                 + cfg.w_freshness * np.exp2(-age / cfg.freshness_half_life_s))  # fmt: skip
+        w = cfg.rerank
+        score = (w.similarity * sims + w.value * self.values[items]
+                 + w.freshness * np.exp2(-age / w.freshness_half_life_s))  # fmt: skip
         order = np.lexsort((items, -score))
         chosen = []
         used = 0
@@ -250,7 +171,7 @@ class Retriever:
             if used + cost <= cfg.budget:
                 used += cost
                 chosen.append((i, form, int(tier[n]), cost))
-        if cfg.short_term_policy == "lru":
+        if self.tiers_config.short_term_policy == "lru":
             for i, _, t, _ in chosen:
                 if t == STC:
                     self.state.touch(i, e)
@@ -274,11 +195,12 @@ class Retriever:
         where = self.state.where
         got = [g for g in got if where[g[0]] != WM]  # a prefetched item may be resident by now
         if not hidden:
-            lat = cfg.short_term_latency_ms
+            tiers = self.tiers_config
+            lat = tiers.short_term_latency_ms
             if self.index.live[s] > 0:
-                lat += cfg.long_term_latency_ms
+                lat += tiers.long_term_latency_ms
             if any(g[1] == POINTER for g in got):
-                lat += cfg.long_term_latency_ms  # the full content behind the pointer
+                lat += tiers.long_term_latency_ms  # the full content behind the pointer
             self.modeled_ms[r] = lat
         self._record(r, got)
         if cfg.promote:
@@ -337,7 +259,6 @@ class Retriever:
         log = TierLog(log.event[order], log.item[order], log.src[order], log.dst[order],
                       log.final_tier)  # fmt: skip
         in_lts = log.final_tier == LTS
-        saved = self.tokens[in_lts] - self.comp.stored_tokens[in_lts]
         return RetrievalRecord(
             ret_ptr=ptr,
             ret_item=np.asarray(self._items, dtype=np.int32)[take],
@@ -353,13 +274,14 @@ class Retriever:
             index_ms=self.index_ms,
             prefetch_served=self.prefetch_served,
             promoted=self.promoted,
-            stored_tokens_saved=int(saved.sum()),
+            stored_tokens_saved=self.comp.tokens_saved(in_lts),
             lossy_items_at_end=int(np.isin(self.comp.strategy[in_lts], LOSSY).sum()),
             build_s=self.index.build_s,
             index_queries=self.index.index_queries,
             exact_queries=self.index.exact_queries,
             tiers=log,
             config=self.cfg,
+            tiers_config=self.tiers_config,
         )
 
 

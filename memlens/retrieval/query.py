@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from memlens.retrieval.config import QueryConfig
 from memlens.trace import ITEM_TYPES, REQUEST, WRITE, Trace
 
 #: Base value per item type, used when ``memlens.features`` is not available (the rule
@@ -65,12 +66,12 @@ def plan_requests(trace: Trace) -> RequestPlan:
 
 
 def query_vectors(
-    items: np.ndarray, requests: np.ndarray, plan: RequestPlan, goal_weight: float,
-    last_action_weight: float,
-) -> np.ndarray:  # fmt: skip
+    items: np.ndarray, requests: np.ndarray, plan: RequestPlan, cfg: QueryConfig
+) -> np.ndarray:
     """Per request: normalise(request + goal_weight * goal + last_action_weight * last)."""
     q = requests.astype(np.float32).copy()
-    for weight, ref in ((goal_weight, plan.goal_item), (last_action_weight, plan.last_item)):
+    weighted = ((cfg.goal_weight, plan.goal_item), (cfg.last_action_weight, plan.last_item))
+    for weight, ref in weighted:
         if weight:
             has = ref >= 0
             q[has] += np.float32(weight) * items[ref[has]]

@@ -1,0 +1,105 @@
+"""Golden numbers: exact hits and evictions of every registered policy on every bundled trace.
+
+    python experiments/golden.py            # regenerate experiments/results/golden.{json,md}
+    python experiments/golden.py --check    # recompute and list every difference (exit 1)
+
+In the manner of libCacheSim's tests, which pin the miss count of every algorithm at several
+cache sizes on one trace: any change in a policy's behaviour, however small, changes a number
+here and shows up as a diff of ``golden.json`` (and fails ``tests/test_golden.py``), never
+silently.  Every job runs through the same pipeline as ``memlens simulate`` (oracle bounds
+off; ``policy=oracle`` still solves and replays its own plan).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from memlens.atomic import write_json, write_text
+from memlens.config import DATA_DIR, registered_policies, run_settings
+from memlens.pipeline import load_trace, run
+
+RESULTS = Path(__file__).resolve().parent / "results"
+TRACES = (
+    "default/agent-small.jsonl.gz",
+    "locomo/locomo10-end.jsonl.gz",
+    "locomo/locomo10-after_evidence.jsonl.gz",
+    "taubench/airline.jsonl.gz",
+)
+BUDGETS = (512, 1024, 2048, 4096)
+FETCH = (False, True)
+
+
+def golden_for(trace: str) -> dict:
+    """{policy: {"fetch=false": {budget: [hits, evictions]}}} for one bundled trace."""
+    out: dict = {}
+    base = ["oracle.enabled=false", "mlflow.enabled=false", f"trace={DATA_DIR / trace}"]
+    for name in registered_policies():
+        settings = run_settings([*base, f"policy={name}"])
+        tr = load_trace(settings)
+        for fetch in FETCH:
+            row = out.setdefault(name, {}).setdefault(f"fetch={str(fetch).lower()}", {})
+            for budget in BUDGETS:
+                job = dataclasses.replace(settings, budget=budget, demand_fetch=fetch)
+                m = run(job, tr)[1].overall
+                row[str(budget)] = [m["hits"], m["evictions"]]
+    return out
+
+
+def golden() -> dict:
+    return {trace: golden_for(trace) for trace in TRACES}
+
+
+def differences(want: dict, got: dict) -> list[str]:
+    """Every (trace, policy, fetch, budget) whose [hits, evictions] changed."""
+    diffs = []
+    for trace in sorted(set(want) | set(got)):
+        w, g = want.get(trace, {}), got.get(trace, {})
+        for policy in sorted(set(w) | set(g)):
+            for fetch in FETCH:
+                key = f"fetch={str(fetch).lower()}"
+                a, b = w.get(policy, {}).get(key, {}), g.get(policy, {}).get(key, {})
+                for budget in sorted(set(a) | set(b), key=int):
+                    if a.get(budget) != b.get(budget):
+                        diffs.append(f"{trace} {policy} {key} budget={budget}: "
+                                     f"{a.get(budget)} -> {b.get(budget)}")  # fmt: skip
+    return diffs
+
+
+def markdown(data: dict) -> str:
+    lines = ["# Golden hits: every registered policy on every bundled trace", "",
+             "Regenerate with `python experiments/golden.py`; `tests/test_golden.py` checks "
+             "that the code still gives exactly these numbers. Cells: hits (evictions).", ""]  # fmt: skip
+    for trace, by_policy in data.items():
+        for fetch in FETCH:
+            key = f"fetch={str(fetch).lower()}"
+            lines += [f"## {trace}, demand {key}", "",
+                      "| policy | " + " | ".join(map(str, BUDGETS)) + " |",
+                      "|---|" + "---:|" * len(BUDGETS)]  # fmt: skip
+            for policy, rows in by_policy.items():
+                cells = [f"{h} ({e})" for h, e in (rows[key][str(b)] for b in BUDGETS)]
+                lines.append(f"| {policy} | " + " | ".join(cells) + " |")
+            lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="compare with the stored numbers")
+    args = ap.parse_args()
+    got = golden()
+    if args.check:
+        diffs = differences(json.loads((RESULTS / "golden.json").read_text()), got)
+        print("\n".join(diffs) if diffs else "golden numbers unchanged")
+        return 1 if diffs else 0
+    write_json(RESULTS / "golden.json", got)
+    write_text(RESULTS / "golden.md", markdown(got))
+    print(f"wrote {RESULTS / 'golden.json'} and golden.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

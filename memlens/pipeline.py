@@ -1,0 +1,169 @@
+"""The run pipeline: the one path every replay takes, whichever command asked for it.
+
+    resolve config -> load trace -> replay -> analyzers -> Report -> writers
+
+1. **resolve config**: ``memlens.settings.resolve`` turns the composed Hydra config into typed
+   objects (``RunConfig``), running every range check before any work starts;
+2. **load trace**: :func:`load_trace`, validated, memoised in the process and cached on disk;
+3. **replay**: :func:`replay` builds the policy and the optional retriever and runs the
+   simulator, giving a :class:`Replay`;
+4. **analyzers**: each function in :data:`ANALYZERS` reads the replay and returns a typed
+   ``Section`` (metrics, oracle, tiers, retrieval, warnings);
+5. **Report**: ``memlens.report.assemble`` merges the sections, with provenance;
+6. **writers**: ``memlens.writers`` (metrics.json, Parquet, resolved config) and
+   ``memlens.tracking`` (MLflow).
+
+``simulate`` is one pass through :func:`run`; ``compare`` is a loop of the same passes, so both
+give identical numbers for identical settings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from memlens.metrics import compute_metrics
+from memlens.oracle import report as oracle_report
+from memlens.report import Report, Section, assemble
+from memlens.retrieval.setup import (
+    build_retriever,
+    live_hook,
+    retrieval_record,
+    retrieval_section,
+    stored_tokens_saved,
+)
+from memlens.settings import CommonConfig, RunConfig, build_policy, policy_kwargs
+from memlens.simulator import SimResult, simulate
+from memlens.tiers import TIER_NAMES, TierLog, replay_tiers
+from memlens.trace import Trace
+from memlens.trace_cache import load_trace_cached
+
+_TRACES: dict[tuple[str, bool], Trace] = {}
+
+
+# ------------------------------------------------------------------ 2. load trace
+def load_trace(settings: CommonConfig, path: str | None = None) -> Trace:
+    """The run's trace (``path`` or ``settings.trace``), parsed once per process.
+
+    Raises ``memlens.trace_io.TraceError`` naming file, line and field.
+    """
+    path = str(path or settings.trace)
+    key = (str(Path(path).resolve()), bool(settings.trace_cache))
+    if key not in _TRACES:
+        _TRACES[key] = load_trace_cached(path, enabled=settings.trace_cache)
+    return _TRACES[key]
+
+
+# ---------------------------------------------------------------------- 3. replay
+@dataclass
+class Replay:
+    """One finished replay and everything the analyzers may read."""
+
+    settings: RunConfig
+    trace: Trace
+    policy: object
+    result: SimResult
+    retrieval: object | None  # memlens.retrieval.assemble.RetrievalRecord
+
+    @property
+    def outside_oracle_class(self) -> bool:
+        return bool(
+            getattr(self.policy, "outside_oracle_class", False)
+            or self.result.extra.get("outside_oracle_class", False)
+        )
+
+    @cached_property
+    def tiers(self) -> TierLog:
+        """Every tier move (from the live retrieval record, or replayed from the WM log)."""
+        if self.retrieval is not None:
+            return self.retrieval.tiers
+        t = self.settings.tiers
+        return replay_tiers(self.trace, self.result, short_term_tokens=t.short_term_tokens,
+                            ttl_s=t.ttl_s)  # fmt: skip
+
+
+def replay(settings: RunConfig, trace: Trace) -> Replay:
+    """Build the policy (and retriever) from the settings and replay the trace."""
+    policy = build_policy(settings.policy)
+    use_oracle = getattr(policy, "use_oracle_settings", None)
+    if use_oracle is not None:  # policy=oracle replays the plan the oracle section reports
+        use_oracle(settings.oracle)
+    retriever = build_retriever(trace, settings.retrieval, settings.tiers, settings.embeddings,
+                                settings.compression, settings.seed)  # fmt: skip
+    hook = live_hook(retriever, settings.engine)
+    result = simulate(trace, policy, budget=settings.budget, demand_fetch=settings.demand_fetch,
+                      seed=settings.seed, engine=settings.engine, progress=settings.progress,
+                      hook=hook)  # fmt: skip
+    record = retrieval_record(trace, result, retriever, hook)
+    return Replay(settings, trace, policy, result, record)
+
+
+# ------------------------------------------------------------------- 4. analyzers
+def analyze_metrics(run: Replay) -> Section:
+    m = compute_metrics(run.trace, run.result, price_per_mtok=run.settings.price_per_mtok,
+                        retrieval=run.retrieval)  # fmt: skip
+    return Section("", overall=m["overall"], streams=m["streams"], timing=m["timing"])
+
+
+def analyze_oracle(run: Replay) -> Section:
+    s = run.settings
+    hits = int(run.result.need_hit.sum())
+    return oracle_report.analyze(run.trace, s.budget, s.demand_fetch, s.oracle, hits,
+                                 applies=not run.outside_oracle_class)  # fmt: skip
+
+
+def analyze_tiers(run: Replay) -> Section:
+    tiers = run.tiers
+    finals = np.bincount(tiers.final_tier + 1, minlength=4)
+    saved = stored_tokens_saved(run.trace, tiers, run.settings.compression)
+    return Section("tiers", {
+        "moves": tiers.counts(),
+        "items_at_end": {TIER_NAMES[k - 1]: int(finals[k]) for k in range(1, 4)},
+        "compression_stored_tokens_saved": saved,
+    })  # fmt: skip
+
+
+def analyze_retrieval(run: Replay) -> Section:
+    return Section("retrieval", retrieval_section(run.retrieval))
+
+
+def analyze_warnings(run: Replay) -> Section:
+    budget = run.settings.budget
+    over = int((run.result.pinned_tokens > budget).sum())
+    warnings = []
+    if over:
+        warnings.append(
+            f"pinned items alone exceeded the budget of {budget} tokens at {over} request(s)"
+        )
+    return Section("", warnings=warnings)
+
+
+ANALYZERS = (analyze_metrics, analyze_oracle, analyze_tiers, analyze_retrieval,
+             analyze_warnings)  # fmt: skip
+
+
+# ---------------------------------------------------------------------- 5. Report
+def analyze(run: Replay) -> Report:
+    s, trace = run.settings, run.trace
+    target, params = policy_kwargs(s.policy)
+    identity = {
+        "trace": {"path": trace.source, "sha256": trace.sha256, "events": trace.n_events,
+                  "streams": trace.n_streams},  # fmt: skip
+        "policy": run.policy.name,
+        "policy_config": {"_target_": target, **params},
+        "budget": s.budget,
+        "demand_fetch": s.demand_fetch,
+        "seed": s.seed,
+        "outside_oracle_class": run.outside_oracle_class,
+    }
+    return assemble(identity, [analyzer(run) for analyzer in ANALYZERS])
+
+
+def run(settings: RunConfig, trace: Trace | None = None) -> tuple[Replay, Report]:
+    """Steps 2-5 for resolved settings: the replay and its report."""
+    trace = trace if trace is not None else load_trace(settings)
+    done = replay(settings, trace)
+    return done, analyze(done)

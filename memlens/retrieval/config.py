@@ -1,0 +1,84 @@
+"""The ``retrieval:`` settings block, typed: what request-time retrieval does (docs/tiers.md).
+
+These dataclasses are the schema Hydra checks (types, defaults, unknown keys) when a command's
+config is composed, and the objects the retrieval engine reads: there is no second mapping.
+Range checks run in ``__post_init__``, i.e. when ``memlens.settings.resolve`` turns the
+composed config into objects, before any work starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from memlens.trace import ITEM_TYPES
+
+
+@dataclass
+class QueryConfig:
+    goal_weight: float = 0.0  # add the stream task's first user input to the query
+    last_action_weight: float = 0.0  # add the stream's most recent write to the query
+
+
+@dataclass
+class FilterConfig:
+    """Pre-filter applied before any similarity is computed (same stream always)."""
+
+    same_task: bool = False
+    types: list[str] | None = None  # e.g. [user_input, tool_result]
+    max_age_s: float | None = None  # only items written at most this many trace seconds ago
+
+    def __post_init__(self) -> None:
+        for t in self.types or []:
+            if t not in ITEM_TYPES:
+                raise ValueError(f"retrieval.filter.types: unknown item type {t!r}")
+        if self.max_age_s is not None and not self.max_age_s >= 0:
+            raise ValueError(f"retrieval.filter.max_age_s must be >= 0, got {self.max_age_s}")
+
+
+@dataclass
+class RerankConfig:
+    """score = similarity*cos + value*value + freshness*0.5**(age/half_life)."""
+
+    similarity: float = 1.0
+    value: float = 0.2
+    freshness: float = 0.2
+    freshness_half_life_s: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if not self.freshness_half_life_s > 0:
+            raise ValueError("retrieval.rerank.freshness_half_life_s must be > 0")
+
+
+@dataclass
+class HnswConfig:
+    M: int = 16
+    ef_construction: int = 100
+    ef_search: int = 64
+    exact_below: int = 64  # score exactly when the filtered candidates are this few
+
+    def __post_init__(self) -> None:
+        for key, least in (("M", 2), ("ef_construction", 1), ("ef_search", 1)):
+            if getattr(self, key) < least:
+                raise ValueError(
+                    f"retrieval.hnsw.{key} must be >= {least}, got {getattr(self, key)}"
+                )
+
+
+@dataclass
+class RetrievalConfig:
+    enabled: bool = False
+    budget: int = 512  # tokens of retrieved context per request (on top of working memory)
+    k: int = 8  # candidates taken from each tier (STC exact, LTS hnswlib)
+    min_similarity: float = 0.0  # drop candidates less similar than this (cosine)
+    promote: bool = False  # bring what was retrieved into WM (outside the oracle class)
+    prefetch: bool = False  # assemble request k's set at request k-1 (latency hidden)
+    query: QueryConfig = field(default_factory=QueryConfig)
+    filter: FilterConfig = field(default_factory=FilterConfig)
+    rerank: RerankConfig = field(default_factory=RerankConfig)
+    hnsw: HnswConfig = field(default_factory=HnswConfig)
+
+    def __post_init__(self) -> None:
+        if self.budget < 0:
+            raise ValueError(f"retrieval.budget must be >= 0 tokens, got {self.budget}")
+        if self.k < 0:
+            raise ValueError(f"retrieval.k must be >= 0, got {self.k}")

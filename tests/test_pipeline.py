@@ -1,0 +1,90 @@
+"""The one run pipeline: simulate and compare agree, reports carry provenance, metrics registry."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from memlens import pipeline
+from memlens.commands import compare_jobs, job_settings
+from memlens.config import compose_config, run_settings
+from memlens.registry import check_keys, declared, of_kind, summary_columns
+from memlens.report import SCHEMA_VERSION, Section, assemble
+from memlens.settings import resolve
+
+SMALL = ["oracle.enabled=false", "mlflow.enabled=false"]
+
+
+def compare_reports(argv: list[str]):
+    from memlens.cli import policy_overrides_to_list
+
+    settings = resolve(compose_config("compare", policy_overrides_to_list([*SMALL, *argv])))
+    for path, name, policy, budget in compare_jobs(settings):
+        yield name, budget, pipeline.run(job_settings(settings, path, policy, budget))[1]
+
+
+@pytest.mark.parametrize("threshold", [0.0, 0.9])
+def test_compare_applies_policy_overrides_exactly_as_simulate(threshold):
+    """The bug: compare read conf/policy/*.yaml itself and ignored ``policy.*`` overrides."""
+    over = f"policy.admit_threshold={threshold}"
+    ((_, _, cmp),) = compare_reports(["policies=[rule]", "budgets=[1024]", over])
+    _, sim = pipeline.run(run_settings([*SMALL, "policy=rule", "budget=1024", over]))
+    assert cmp.overall == sim.overall
+    assert cmp.policy_config["admit_threshold"] == threshold
+
+
+def test_the_override_changes_the_numbers():
+    low = next(compare_reports(["policies=[rule]", "budgets=[1024]", "policy.admit_threshold=0"]))
+    high = next(compare_reports(["policies=[rule]", "budgets=[1024]",
+                                 "policy.admit_threshold=0.9"]))  # fmt: skip
+    assert low[2].overall["hits"] != high[2].overall["hits"]
+
+
+def test_every_compare_job_equals_the_matching_simulate_run():
+    for name, budget, report in compare_reports(["policies=[lru,memgpt]", "budgets=[256,4096]"]):
+        _, sim = pipeline.run(run_settings([*SMALL, f"policy={name}", f"budget={budget}"]))
+        assert report.overall == sim.overall and report.streams == sim.streams
+
+
+def test_report_carries_provenance_and_one_trace_hash():
+    done, report = pipeline.run(run_settings(SMALL))
+    doc = report.to_dict()
+    assert doc["schema_version"] == SCHEMA_VERSION
+    assert doc["memlens_version"] and doc["memlens_version"] != "unknown"
+    assert doc["git_commit"] is None or len(doc["git_commit"].split("+")[0]) == 40
+    assert doc["trace"]["sha256"] == done.trace.sha256
+    assert doc["policy_config"]["_target_"] == "memlens.policies.lru.LRU"
+    json.dumps(doc, allow_nan=False)  # metrics.json is strict JSON
+
+
+def test_every_reported_metric_is_registered_and_every_core_one_reported():
+    _, report = pipeline.run(run_settings(["mlflow.enabled=false"]))
+    check_keys(report.overall, "overall")
+    check_keys(report.timing, "timing")
+    core = [k for k, m in declared().items() if m.group in ("core", "oracle")]
+    assert set(core) <= set(report.overall)
+    assert set(of_kind("deterministic")) >= set(core)
+    assert summary_columns()[0] == "hit_rate" and "events_per_s" in summary_columns()
+
+
+def test_an_unregistered_metric_is_refused():
+    with pytest.raises(KeyError, match="not declared"):
+        assemble({}, [Section("x", overall={"my_new_metric": 1.0})])
+
+
+def test_zero_wall_time_gives_no_rate_instead_of_infinity(monkeypatch):
+    done = pipeline.replay(run_settings(SMALL), pipeline.load_trace(run_settings(SMALL)))
+    done.result.wall_s = 0.0
+    report = pipeline.analyze(done)
+    assert report.timing["events_per_s"] is None
+    json.dumps(report.to_dict(), allow_nan=False)
+
+
+def test_same_settings_same_numbers_bit_for_bit():
+    a = pipeline.run(run_settings([*SMALL, "policy=rule", "engine=reference"]))[1]
+    b = pipeline.run(run_settings([*SMALL, "policy=rule", "engine=reference"]))[1]
+    for key in of_kind("deterministic"):
+        assert a.overall.get(key) == b.overall.get(key), key
+    assert np.isfinite(a.overall["hit_rate"])
