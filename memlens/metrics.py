@@ -168,8 +168,16 @@ _RETRIEVAL = [
     ("compression_context_tokens_saved", "full - stored tokens over retrieved items", None),
     ("compression_stored_tokens_saved", "full - stored tokens over the LTS at the end", None),
     ("prefetch_served_share", "requests whose beyond-WM needs the prefetched set served", True),
-    ("retrieval_latency_modeled_ms_p50", "configured tier latency on the critical path, p50", False),
-    ("retrieval_latency_modeled_ms_p95", "configured tier latency on the critical path, p95", False),
+    (
+        "retrieval_latency_modeled_ms_p50",
+        "configured tier latency on the critical path, p50",
+        False,
+    ),
+    (
+        "retrieval_latency_modeled_ms_p95",
+        "configured tier latency on the critical path, p95",
+        False,
+    ),
     ("promoted", "retrieved items promoted into working memory", None),
 ]
 _RETRIEVAL_SUMMARY = {"context_recall", "retrieval_precision", "mean_context_tokens_total",

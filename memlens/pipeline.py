@@ -150,8 +150,12 @@ def analyze(run: Replay) -> Report:
     s, trace = run.settings, run.trace
     target, params = policy_kwargs(s.policy)
     identity = {
-        "trace": {"path": trace.source, "sha256": trace.sha256, "events": trace.n_events,
-                  "streams": trace.n_streams},  # fmt: skip
+        "trace": {
+            "path": trace.source,
+            "sha256": trace.sha256,
+            "events": trace.n_events,
+            "streams": trace.n_streams,
+        },  # fmt: skip
         "policy": run.policy.name,
         "policy_config": {"_target_": target, **params},
         "budget": s.budget,

@@ -84,7 +84,9 @@ def mlflow_run(
         yield run
 
 
-def log_run(params: dict, metrics: dict, artifacts: list[Path] = (), config_yaml: str | None = None):
+def log_run(
+    params: dict, metrics: dict, artifacts: list[Path] = (), config_yaml: str | None = None
+):
     """Log params, metrics and files to the active MLflow run (no-op when there is none)."""
     import mlflow
 

@@ -46,3 +46,18 @@ def test_unknown_override_is_an_error():
 
     with pytest.raises(ConfigCompositionException):
         composed("simulate", ["policy=does_not_exist"])
+
+
+@pytest.mark.parametrize("policy", ["rule", "generative_agents"])
+def test_yaml_type_base_and_boosts_are_the_code_defaults(policy):
+    """The values are declared in yaml for the reader; the code's defaults are the source."""
+    import inspect
+
+    from memlens.config import policy_config
+    from memlens.features import DEFAULT_TYPE_BASE, content_boost
+
+    cfg = policy_config(policy)
+    assert cfg.type_base == DEFAULT_TYPE_BASE
+    defaults = {k: p.default for k, p in inspect.signature(content_boost).parameters.items()
+                if p.default is not inspect.Parameter.empty}  # fmt: skip
+    assert cfg.boosts == defaults

@@ -72,8 +72,10 @@ def analyze(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSetti
     return Section(
         "oracle",
         sec,
-        overall={"oracle_upper": sec["oracle_upper"] if applies else None,
-                 "regret": sec["regret"]},  # fmt: skip
+        overall={
+            "oracle_upper": sec["oracle_upper"] if applies else None,
+            "regret": sec["regret"],
+        },  # fmt: skip
         # how long it took and whether it was cached differ between identical runs: timing
         timing={"oracle_solve_s": bounds.wall_s, "oracle_cached": bounds.from_cache},
     )

@@ -18,12 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from memlens.features import DEFAULT_TYPE_BASE
 from memlens.retrieval.config import QueryConfig
 from memlens.trace import ITEM_TYPES, REQUEST, WRITE, Trace
-
-#: Base value per item type, used when ``memlens.features`` is not available (the rule
-#: scorer's type base scores: what a user said outlives what the model thought).
-TYPE_VALUE = {"user_input": 0.7, "tool_result": 0.6, "agent_state": 0.5, "llm_thought": 0.4}
 
 
 @dataclass
@@ -92,5 +89,5 @@ def static_values(trace: Trace) -> np.ndarray:
         static_value = None
     if static_value is not None:
         return np.clip(np.asarray(static_value(trace), dtype=np.float64), 0.0, 1.0)
-    base = np.asarray([TYPE_VALUE[t] for t in ITEM_TYPES], dtype=np.float64)
+    base = np.asarray([DEFAULT_TYPE_BASE[t] for t in ITEM_TYPES], dtype=np.float64)
     return base[trace.item_type.astype(np.int64)]
