@@ -1,4 +1,5 @@
-"""Golden numbers: exact hits and evictions of every registered policy on every bundled trace.
+"""Golden numbers: exact hits, evictions, miss cost and value-weighted hit rate of every
+registered policy on every bundled trace.
 
     python experiments/golden.py            # regenerate experiments/results/golden.{json,md}
     python experiments/golden.py --check    # recompute and list every difference (exit 1)
@@ -7,7 +8,9 @@ In the manner of libCacheSim's tests, which pin the miss count of every algorith
 cache sizes on one trace: any change in a policy's behaviour, however small, changes a number
 here and shows up as a diff of ``golden.json`` (and fails ``tests/test_golden.py``), never
 silently.  Every job runs through the same pipeline as ``memlens simulate`` (oracle bounds
-off; ``policy=oracle`` still solves and replays its own plan).
+off; ``policy=oracle`` still solves and replays its own plan), with the default
+``price_per_mtok`` and ``costs.*``.  ``miss_cost_usd`` and ``value_weighted_hit_rate`` are
+pinned rounded to 9 decimals, so a change in their formula shows up here too.
 """
 
 from __future__ import annotations
@@ -31,10 +34,18 @@ TRACES = (
 )
 BUDGETS = (512, 1024, 2048, 4096)
 FETCH = (False, True)
+FIELDS = ("hits", "evictions", "miss_cost_usd", "value_weighted_hit_rate")
+DECIMALS = 9
+
+
+def record(overall: dict) -> dict:
+    """The golden fields of one run's ``overall`` metrics (floats rounded to 9 decimals)."""
+    return {k: round(v, DECIMALS) if isinstance(v, float) else v
+            for k, v in ((k, overall[k]) for k in FIELDS)}  # fmt: skip
 
 
 def golden_for(trace: str) -> dict:
-    """{policy: {"fetch=false": {budget: [hits, evictions]}}} for one bundled trace."""
+    """{policy: {"fetch=false": {budget: {field: value}}}} for one bundled trace."""
     out: dict = {}
     base = ["oracle.enabled=false", "mlflow.enabled=false", f"trace={DATA_DIR / trace}"]
     for name in registered_policies():
@@ -45,7 +56,7 @@ def golden_for(trace: str) -> dict:
             for budget in BUDGETS:
                 job = dataclasses.replace(settings, budget=budget, demand_fetch=fetch)
                 m = run(job, tr)[1].overall
-                row[str(budget)] = [m["hits"], m["evictions"]]
+                row[str(budget)] = record(m)
     return out
 
 
@@ -54,7 +65,7 @@ def golden() -> dict:
 
 
 def differences(want: dict, got: dict) -> list[str]:
-    """Every (trace, policy, fetch, budget) whose [hits, evictions] changed."""
+    """Every (trace, policy, fetch, budget, field) whose number changed."""
     diffs = []
     for trace in sorted(set(want) | set(got)):
         w, g = want.get(trace, {}), got.get(trace, {})
@@ -63,16 +74,27 @@ def differences(want: dict, got: dict) -> list[str]:
                 key = f"fetch={str(fetch).lower()}"
                 a, b = w.get(policy, {}).get(key, {}), g.get(policy, {}).get(key, {})
                 for budget in sorted(set(a) | set(b), key=int):
-                    if a.get(budget) != b.get(budget):
-                        diffs.append(f"{trace} {policy} {key} budget={budget}: "
-                                     f"{a.get(budget)} -> {b.get(budget)}")  # fmt: skip
+                    x, y = a.get(budget) or {}, b.get(budget) or {}
+                    for f in [f for f in FIELDS if f in x or f in y]:
+                        if x.get(f) != y.get(f):
+                            diffs.append(f"{trace} {policy} {key} budget={budget} {f}: "
+                                         f"{x.get(f)} -> {y.get(f)}")  # fmt: skip
     return diffs
 
 
+def _cells(r: dict) -> str:
+    vw = r["value_weighted_hit_rate"]
+    return (f"{r['hits']} ({r['evictions']}) · ${r['miss_cost_usd']:.4f} · "
+            f"{'-' if vw is None else format(vw, '.4f')}")  # fmt: skip
+
+
 def markdown(data: dict) -> str:
-    lines = ["# Golden hits: every registered policy on every bundled trace", "",
+    lines = ["# Golden numbers: every registered policy on every bundled trace", "",
              "Regenerate with `python experiments/golden.py`; `tests/test_golden.py` checks "
-             "that the code still gives exactly these numbers. Cells: hits (evictions).", ""]  # fmt: skip
+             "that the code still gives exactly these numbers (`golden.json` holds "
+             "`miss_cost_usd` and `value_weighted_hit_rate` to 9 decimals). Default "
+             "`price_per_mtok` (3.0) and `costs.*`. Cells: hits (evictions) · miss_cost_usd · "
+             "value_weighted_hit_rate.", ""]  # fmt: skip
     for trace, by_policy in data.items():
         for fetch in FETCH:
             key = f"fetch={str(fetch).lower()}"
@@ -80,7 +102,7 @@ def markdown(data: dict) -> str:
                       "| policy | " + " | ".join(map(str, BUDGETS)) + " |",
                       "|---|" + "---:|" * len(BUDGETS)]  # fmt: skip
             for policy, rows in by_policy.items():
-                cells = [f"{h} ({e})" for h, e in (rows[key][str(b)] for b in BUDGETS)]
+                cells = [_cells(rows[key][str(b)]) for b in BUDGETS]
                 lines.append(f"| {policy} | " + " | ".join(cells) + " |")
             lines.append("")
     return "\n".join(lines)

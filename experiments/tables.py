@@ -4,6 +4,8 @@
 
 One table per trace and metric: policies as rows, budgets as columns, so "which policy at which
 budget" reads off one line, and regret (where the oracle is on) shows what is left to gain.
+Where the run recorded a bootstrap interval over streams, the cell shows it
+(``0.572 [0.550, 0.590]``; ``[n<5]`` when the trace had too few streams for one).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from memlens.registry import declared
+from memlens.stats import Interval
+from memlens.table import interval_cell
 
 TABLE_METRICS = ["hit_rate", "regret", "mean_context_tokens", "cost_usd", "false_eviction_rate"]
 
@@ -37,8 +41,10 @@ def render(rows: list[dict]) -> str:
             for p in policies:
                 vals = []
                 for b in budgets:
-                    v = cell.get((p, b), {}).get(key)
-                    vals.append(metric.format(v))
+                    r = cell.get((p, b), {})
+                    iv = r.get("intervals", {}).get(key)
+                    shown = metric.format(r.get(key))
+                    vals.append(interval_cell(key, Interval.from_dict(iv)) if iv else shown)
                 out.append(f"| {p} | " + " | ".join(vals) + " |")
             out.append("")
     return "\n".join(out)

@@ -2,6 +2,7 @@
 
 ``memlens simulate key=value ...``  one replay (Hydra overrides; ``-m`` for sweeps)
 ``memlens compare key=value ...``   every registered policy at several budgets, one table
+``memlens recommend target=T ...``  compare's runs, then the cheapest setting meeting a target
 ``memlens data ...``                trace tools (generate, convert, stats)
 
 Each subcommand has its own primary config in ``conf/`` and its typed schema in
@@ -21,12 +22,16 @@ USAGE = """usage: memlens <command> [key=value ...]
 commands:
   simulate   replay a trace against one policy at one budget (writes metrics.json)
   compare    replay traces against every registered policy at several budgets
+             (reference=lru: paired differences to lru, with intervals)
+  recommend  compare, then the cheapest policy x budget whose metric reaches target=T
   data       trace tools: generate, convert, stats  (memlens data --help)
 
 examples:
   memlens simulate trace=my.jsonl policy=lru budget=2048 demand_fetch=false
   memlens simulate -m policy=window,lru budget=512,1024,2048
   memlens compare budgets=[512,1024,2048,4096] policies=[lru,rule] policy.admit_threshold=0.3
+  memlens compare reference=lru stats.bootstrap=2000 stats.ci=0.95
+  memlens recommend target=0.6 metric=request_success budgets=[1024,2048,4096]
 
 every command: --cfg job (show the composed config), --help (Hydra's help)
 """
@@ -159,6 +164,10 @@ def main(argv: list[str] | None = None) -> None:
         from memlens.commands import check_compare, compare_task
 
         run_hydra("compare", compare_task, policy_overrides_to_list(rest), check_compare)
+    elif command == "recommend":
+        from memlens.commands import check_recommend, recommend_task
+
+        run_hydra("recommend", recommend_task, policy_overrides_to_list(rest), check_recommend)
     elif command == "data":
         from memlens.datacli import main as data_main
 

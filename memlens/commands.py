@@ -9,7 +9,7 @@ two commands give identical numbers for identical settings.
 from __future__ import annotations
 
 import sys
-from dataclasses import fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -17,10 +17,24 @@ from omegaconf import DictConfig, OmegaConf
 from memlens.atomic import write_json, write_text
 from memlens.config import SettingsError, policy_config, registered_policies
 from memlens.pipeline import load_trace, run
-from memlens.registry import report_columns, summary_columns
-from memlens.settings import CommonConfig, CompareConfig, RunConfig, build_policy, resolve
-from memlens.table import format_table, to_csv
+from memlens.recommend import Choice, default_cost, recommend, render
+from memlens.registry import declared, report_columns, summary_columns
+from memlens.report import Report
+from memlens.settings import (
+    CommonConfig,
+    CompareConfig,
+    RecommendConfig,
+    RunConfig,
+    build_policy,
+    check_reference,
+    resolve,
+)
+from memlens.stats import Interval, StatsConfig, differences, intervals
+from memlens.table import format_table, interval_cell, to_csv
 from memlens.trace_io import TraceError
+
+#: The metric of the ``vs <reference>`` column (compare.json has every metric's difference).
+VS_METRIC = "hit_rate"
 
 
 def job_settings(common: CommonConfig, trace: str, policy, budget: int) -> RunConfig:
@@ -43,8 +57,10 @@ def check_simulate(cfg: DictConfig) -> None:
 
 def check_compare(cfg: DictConfig) -> None:
     settings: CompareConfig = resolve(cfg)
-    for name in settings.policies or registered_policies():
+    names = settings.policies or registered_policies()
+    for name in names:
         check_policy_builds(policy_config(name, settings.policy_overrides))
+    check_reference(settings.reference, names)
 
 
 def _run_dir() -> Path:
@@ -78,14 +94,17 @@ def simulate_task(cfg: DictConfig):
     label = f"{settings.policy._target_.rsplit('.', 1)[-1]}@{settings.budget}"
     with mlflow_run(settings.mlflow, run_name=label) as tracking:
         done, report = run(settings, trace)
+        with_intervals(report, settings.stats)
         paths = write_run(out_dir, done, report, resolved_yaml)
         if tracking is not None:
             log_report(report, paths)
     columns = ["policy", "budget", *summary_columns(settings.retrieval.enabled)]
-    print(format_table([report.row()], columns))
+    rows = [Row(report.row(), report)]
+    print(format_table(shown_rows(rows, columns, None, VS_METRIC), columns))
+    print("\n" + "\n".join(interval_notes(rows, columns, settings, None, VS_METRIC)))
     t = report.timing
     rate = "-" if t["events_per_s"] is None else f"{t['events_per_s']:,.0f}"
-    print(f"\n{report.overall['events']} events in {t['wall_s']:.3f} s "
+    print(f"{report.overall['events']} events in {t['wall_s']:.3f} s "
           f"({rate} events/s, {t['engine']} engine); records in {out_dir}")  # fmt: skip
     warn(report.warnings)
     return report
@@ -101,34 +120,193 @@ def compare_jobs(settings: CompareConfig):
                 yield path, name, policies[name], budget
 
 
-def compare_task(cfg: DictConfig) -> list[dict]:
-    """``memlens compare``: every (trace, policy, budget) through the pipeline, one table."""
+@dataclass
+class Row:
+    """One compare job: its table row, its report (with intervals) and, with a reference, its
+    paired differences to the reference policy at the same trace and budget."""
+
+    values: dict  # report.row() under the compared policy's name
+    report: Report
+    vs: dict[str, Interval] = field(default_factory=dict)
+
+    def to_json(self, columns: list[str], reference: str | None) -> dict:
+        """One compare.json row: every metric, its interval, the raw per-stream parts and the
+        difference to the reference (so any other test can be run later)."""
+        out = {c: self.values.get(c) for c in columns}
+        out["trace_path"] = self.report.trace["path"]
+        out["intervals"] = {k: iv.to_dict() for k, iv in self.report.intervals.items()}
+        out["stream_parts"] = self.report.parts_dict()
+        if reference is not None:
+            out["vs_reference"] = {
+                "reference": reference,
+                "metrics": {k: {**iv.to_dict(), "excludes_zero": iv.excludes_zero}
+                            for k, iv in self.vs.items()},
+            }  # fmt: skip
+        return out
+
+
+def with_intervals(report: Report, cfg: StatsConfig) -> Report:
+    """The report with every decomposable metric's bootstrap interval over its streams."""
+    report.intervals = intervals(report.stream_parts, cfg)
+    return report
+
+
+def add_differences(rows: list[Row], reference: str, cfg: StatsConfig) -> None:
+    """Each row's paired differences to the reference policy's row (same trace and budget)."""
+    refs = {(r.report.trace["path"], r.values["budget"]): r for r in rows
+            if r.values["policy"] == reference}  # fmt: skip
+    for row in rows:
+        ref = refs[(row.report.trace["path"], row.values["budget"])]
+        row.vs = differences(row.report.stream_parts, ref.report.stream_parts, cfg)
+
+
+def run_compare(settings: CompareConfig, cfg: DictConfig, name: str = "compare") -> list[Row]:
+    """Every (trace, policy, budget) job through the pipeline; compare.csv and compare.json."""
     from memlens.tracking import log_report, log_run, mlflow_run
 
-    settings: CompareConfig = resolve(cfg)
     jobs = list(compare_jobs(settings))
     for path in dict.fromkeys(job[0] for job in jobs):
         _load(settings, path)  # every trace validated before any job runs
     out_dir = _run_dir()
-    rows: list[dict] = []
-    with mlflow_run(settings.mlflow, run_name="compare") as parent:
-        for path, name, policy, budget in jobs:
+    rows: list[Row] = []
+    with mlflow_run(settings.mlflow, run_name=name) as parent:
+        for path, policy_name, policy, budget in jobs:
             job = job_settings(settings, path, policy, budget)
-            with mlflow_run(settings.mlflow, run_name=f"{name}@{budget}", nested=True) as child:
+            label = f"{policy_name}@{budget}"
+            with mlflow_run(settings.mlflow, run_name=label, nested=True) as child:
                 _, report = run(job, _load(job))
+                with_intervals(report, settings.stats)
                 if child is not None:
                     log_report(report)
-            warn([f"{name}@{budget}: {w}" for w in report.warnings])
-            rows.append({**report.row(), "policy": name})
-        columns = ["trace", "policy", "budget", *report_columns()]
-        write_text(out_dir / "compare.csv", to_csv(rows, columns))
-        write_json(out_dir / "compare.json", [{c: r.get(c) for c in columns} for r in rows])
+            warn([f"{label}: {w}" for w in report.warnings])
+            rows.append(Row({**report.row(), "policy": policy_name}, report))
+        if settings.reference is not None:
+            add_differences(rows, settings.reference, settings.stats)
+        write_compare(out_dir, rows, settings.reference)
         if parent is not None:
             log_run({"traces": settings.traces or [settings.trace], "budgets": settings.budgets,
                      "policies": settings.policies or registered_policies(),
                      "policy_overrides": settings.policy_overrides}, {},
                     [out_dir / "compare.csv"], OmegaConf.to_yaml(cfg, resolve=True))  # fmt: skip
-    shown = ["trace", "policy", "budget", *summary_columns(settings.retrieval.enabled)]
-    print(format_table(rows, shown))
-    print(f"\ntable written to {out_dir / 'compare.csv'}")
     return rows
+
+
+def write_compare(out_dir: Path, rows: list[Row], reference: str | None) -> None:
+    """compare.csv (every metric, the summary metrics' bounds and differences) and compare.json."""
+    columns = ["trace", "policy", "budget", *report_columns()]
+    bounded = [k for k in summary_columns(True) if k in declared() and declared()[k].parts]
+    flat = []
+    for row in rows:
+        extra = {}
+        for k in bounded:
+            iv, vs = row.report.intervals.get(k), row.vs.get(k)
+            extra |= {f"{k}_low": iv and iv.low, f"{k}_high": iv and iv.high}
+            if vs is not None:
+                extra |= {f"{k}_vs_ref": vs.estimate, f"{k}_vs_ref_low": vs.low,
+                          f"{k}_vs_ref_high": vs.high}  # fmt: skip
+        flat.append({**row.values, **extra, "reference": reference})
+    csv_cols = [*columns, *[f"{k}_{b}" for k in bounded for b in ("low", "high")]]
+    if reference is not None:
+        csv_cols += ["reference", *[f"{k}_vs_ref{b}" for k in bounded
+                                    for b in ("", "_low", "_high")]]  # fmt: skip
+    write_text(out_dir / "compare.csv", to_csv(flat, csv_cols))
+    write_json(out_dir / "compare.json", [r.to_json(columns, reference) for r in rows])
+
+
+def shown_rows(rows: list[Row], columns: list[str], reference: str | None,
+               vs_metric: str) -> list[dict]:  # fmt: skip
+    """Table rows: each metric with its interval; the ``vs <reference>`` cell."""
+    out = []
+    for row in rows:
+        cells = dict(row.values)
+        for c in columns:
+            iv = row.report.intervals.get(c)
+            if iv is not None and iv.estimate is not None:
+                cells[c] = interval_cell(c, iv)
+        if reference is not None:
+            own = row.values["policy"] == reference
+            cells[f"vs {reference}"] = "(reference)" if own else interval_cell(
+                vs_metric, row.vs[vs_metric], signed=True)  # fmt: skip
+        out.append(cells)
+    return out
+
+
+def interval_notes(rows: list[Row], columns: list[str], settings: CommonConfig,
+                   reference: str | None, vs_metric: str) -> list[str]:  # fmt: skip
+    """The lines under a table: what the intervals are, and where there are none."""
+    cfg = settings.stats
+    none = [c for c in columns if c in declared() and declared()[c].parts is None]
+    notes = [f"intervals: {cfg.ci:.0%} {cfg.method} bootstrap over streams ({cfg.bootstrap} "
+             f"resamples, seed {cfg.seed})"
+             + (f"; no interval for {', '.join(none)} (not decomposable over streams)"
+                if none else "")]  # fmt: skip
+    few = {}
+    for row in rows:
+        n = len(row.report.stream_names)
+        if n < cfg.min_streams:
+            few[row.values["trace"]] = n
+    for trace, n in few.items():
+        notes.append(f"{trace}: {n} stream(s), fewer than stats.min_streams={cfg.min_streams}: "
+                     f"no interval can be given ([n<{cfg.min_streams}])")  # fmt: skip
+    if reference is not None:
+        notes.append(f"vs {reference}: {vs_metric} minus {reference}'s at the same budget on the "
+                     "same streams, paired bootstrap; * = the interval excludes 0")  # fmt: skip
+    return notes
+
+
+def compare_task(cfg: DictConfig) -> list[dict]:
+    """``memlens compare``: every (trace, policy, budget) through the pipeline, one table."""
+    settings: CompareConfig = resolve(cfg)
+    rows = run_compare(settings, cfg)
+    shown = ["trace", "policy", "budget", *summary_columns(settings.retrieval.enabled)]
+    ref = settings.reference
+    table = shown_rows(rows, shown, ref, VS_METRIC)
+    print(format_table(table, shown + ([f"vs {ref}"] if ref else [])))
+    print()
+    for line in interval_notes(rows, shown, settings, ref, VS_METRIC):
+        print(line)
+    print(f"table written to {_run_dir() / 'compare.csv'}")
+    return [r.values for r in rows]
+
+
+def candidates(settings: RecommendConfig) -> RecommendConfig:
+    """The settings with ``policies`` = the listed (or every registered) policy not excluded."""
+    names = [p for p in settings.policies or registered_policies() if p not in settings.exclude]
+    if not names:
+        raise SettingsError(f"no policy left to recommend once {settings.exclude} are excluded")
+    check_reference(settings.reference, names)
+    settings.policies = names
+    return settings
+
+
+def check_recommend(cfg: DictConfig) -> None:
+    """compare's checks, and a quality and a cost metric that can be bootstrapped."""
+    check_compare(cfg)
+    settings = candidates(resolve(cfg))
+    for key, role, better in ((settings.metric, "metric", True),
+                              (settings.cost or default_cost(), "cost", False)):  # fmt: skip
+        fits = [
+            k
+            for k, m in declared().items()
+            if m.parts and m.higher_is_better is better and not (better and m.fmt == "d")
+        ]  # a quality is a rate, not a count
+        if key not in declared():
+            raise SettingsError(f"unknown {role} {key!r} (choose from {', '.join(fits)})")
+        if key not in fits:
+            raise SettingsError(f"{role}={key} must be {'higher' if better else 'lower'}-is-better "
+                                f"and decompose over streams (choose from {', '.join(fits)})")  # fmt: skip
+
+
+def recommend_task(cfg: DictConfig) -> dict:
+    """``memlens recommend``: compare's jobs, then the cheapest setting that meets the target."""
+    settings = candidates(resolve(cfg))
+    rows = run_compare(settings, cfg, name="recommend")
+    columns = ["trace", "policy", "budget", *report_columns()]
+    data = [r.to_json(columns, settings.reference) for r in rows]
+    choice = Choice(settings.metric, settings.target, settings.cost or default_cost())
+    doc = recommend(data, choice, settings.stats)
+    out = _run_dir() / "recommend.json"
+    write_json(out, doc)
+    print(render(doc, data, settings.stats))
+    print(f"\nrecommendation written to {out} (every run: compare.csv, compare.json)")
+    return doc

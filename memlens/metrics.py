@@ -13,6 +13,24 @@ Definitions (the README repeats them; tests check each on hand-computed traces):
 ``cost_usd``             sum over requests of context tokens x ``price_per_mtok`` / 1e6.
 ``events``               events replayed; ``events_per_s`` = events / replay wall time.
 
+What a miss costs and what a hit is worth (settings: ``costs.*``, ``memlens.settings.CostsConfig``).
+A *reference* is one (request r, needed item i) pair; it is *missed* when i was not in working
+memory at r (the ``hit_rate`` definition; with request-time retrieval still the WM figure).
+
+``miss_cost_usd``        sum over missed references (r, i) of
+                           reget(i) + miss_penalty_usd[type(i)],
+                         reget(i) = cost(i) when the trace gives cost(i) > 0 (what producing it
+                         cost, read as USD), else tokens(i) x ``price_per_mtok`` / 1e6 (reading
+                         it back into the context once).
+``miss_latency_s``       sum over missed references (r, i) of miss_latency_s[type(i)].
+``total_cost_usd``       ``cost_usd`` + ``miss_cost_usd``.
+``value_weighted_hit_rate``  sum over references of hit(r, i) x value(r, i) / sum of value(r, i)
+                         (``None`` when the values sum to 0), where value(r, i) is the ``value``
+                         of the last ``annotate`` event that targets i, carries a value and comes
+                         before r in the file (note-only annotations are ignored; a later
+                         annotation replaces an earlier one from the next request on), else
+                         value_weight[type(i)].
+
 Request-time retrieval (``memlens.retrieval``; with it off, the first three equal ``hit_rate``
 and the WM context figures):
 
@@ -36,11 +54,13 @@ ones that may differ between two runs of the same config and seed; they are kept
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from memlens.registry import Metric, computed, metric, register
+from memlens.features import type_array
+from memlens.registry import Metric, computed, metric, register, stream_parts
+from memlens.settings import CostsConfig
 from memlens.simulator import SimResult
 from memlens.trace import Trace
 
@@ -57,6 +77,65 @@ def request_hits(trace: Trace, result: SimResult) -> np.ndarray:
 
 
 @dataclass
+class References:
+    """Per needed reference (one (request, item) pair, in ``trace.needs`` order): the item, whether
+    it was a hit, what missing it costs (USD, seconds) and what it is worth."""
+
+    item: np.ndarray  # int item index
+    hit: np.ndarray  # bool
+    miss_usd: np.ndarray  # reget(i) + miss_penalty_usd[type(i)]
+    miss_s: np.ndarray  # miss_latency_s[type(i)]
+    value: np.ndarray  # annotated value before the request, else value_weight[type(i)]
+
+    @classmethod
+    def empty(cls) -> References:
+        z = np.zeros(0)
+        return cls(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool), z, z, z)
+
+    def select(self, mask: np.ndarray) -> References:
+        return References(self.item[mask], self.hit[mask], self.miss_usd[mask],
+                          self.miss_s[mask], self.value[mask])  # fmt: skip
+
+
+def annotated_values(trace: Trace) -> np.ndarray:
+    """Per reference: the value of the item's last valued ``annotate`` before the request (NaN if
+    none).  Annotations and requests are events, so "before" is file (event) order."""
+    valued = [(e, v) for e, (v, _) in trace.annotations.items() if v is not None]
+    out = np.full(trace.n_references, np.nan)
+    if not valued or not trace.n_references:
+        return out
+    ann_e = np.asarray([e for e, _ in valued], dtype=np.int64)
+    ann_v = np.asarray([v for _, v in valued], dtype=np.float64)
+    ann_i = trace.ev_ref[ann_e].astype(np.int64)
+    span = np.int64(trace.n_events + 1)
+    key = ann_i * span + ann_e  # sorted by item, then event
+    order = np.argsort(key, kind="stable")
+    key, ann_i, ann_v = key[order], ann_i[order], ann_v[order]
+    ref_i = trace.needs.astype(np.int64)
+    at = np.searchsorted(key, ref_i * span + trace.req_event[trace.need_request], "left") - 1
+    ok = at >= 0
+    ok[ok] = ann_i[at[ok]] == ref_i[ok]  # the latest earlier annotation is of this very item
+    out[ok] = ann_v[at[ok]]
+    return out
+
+
+def needed_references(trace: Trace, result: SimResult, price_per_mtok: float,
+                      costs: CostsConfig) -> References:  # fmt: skip
+    """Every needed reference of a replay with its miss cost, miss latency and value."""
+    item = trace.needs.astype(np.int64)
+    kind = trace.item_type[item]
+    cost = trace.item_cost[item]
+    reread = trace.item_tokens[item] * float(price_per_mtok) / 1e6
+    reget = np.where(cost > 0, cost, reread)
+    miss_usd = reget + type_array(costs.miss_penalty_usd, "costs.miss_penalty_usd")[kind]
+    miss_s = type_array(costs.miss_latency_s, "costs.miss_latency_s")[kind]
+    annotated = annotated_values(trace)
+    weight = type_array(costs.value_weight, "costs.value_weight")[kind]
+    value = np.where(np.isnan(annotated), weight, annotated)
+    return References(item, result.need_hit.astype(bool), miss_usd, miss_s, value)
+
+
+@dataclass
 class RequestGroup:
     """The requests of one run or one stream: what every per-group metric is a function of."""
 
@@ -69,11 +148,13 @@ class RequestGroup:
     false_evictions: int
     budget: int
     price_per_mtok: float
+    refs: References = field(default_factory=References.empty)  # the group's needed references
+    costs: CostsConfig = field(default_factory=CostsConfig)  # what ``refs`` was computed with
 
 
 # ------------------------------------------------------- core metrics, declared once
 @metric("hit_rate", "needed references present in working memory / all needed references",
-        True, summary=True)  # fmt: skip
+        True, summary=True, parts=lambda g: (g.hits.sum(), g.needs_count.sum()))  # fmt: skip
 def hit_rate(g: RequestGroup):
     return _ratio(int(g.hits.sum()), int(g.needs_count.sum()))
 
@@ -85,14 +166,19 @@ register(Metric("regret", "oracle_upper - hit_rate: hit rate left on the table, 
 
 
 @metric("request_success", "share of requests (with a need) whose every need was present",
-        True, summary=True)  # fmt: skip
+        True, summary=True, parts=lambda g: _success_parts(g))  # fmt: skip
 def request_success(g: RequestGroup):
+    return _ratio(*_success_parts(g))
+
+
+def _success_parts(g: RequestGroup) -> tuple[int, int]:
+    """(requests whose every need was present, requests with a need)."""
     with_needs = g.needs_count > 0
-    full = int((g.hits[with_needs] == g.needs_count[with_needs]).sum())
-    return _ratio(full, int(with_needs.sum()))
+    return int((g.hits[with_needs] == g.needs_count[with_needs]).sum()), int(with_needs.sum())
 
 
-@metric("mean_context_tokens", "mean WM tokens at a request", None, fmt=",.1f", summary=True)
+@metric("mean_context_tokens", "mean WM tokens at a request", None, fmt=",.1f", summary=True,
+        parts=lambda g: (g.ctx.sum(), g.ctx.size))  # fmt: skip
 def mean_context_tokens(g: RequestGroup):
     return float(g.ctx.mean()) if g.ctx.size else None
 
@@ -104,51 +190,86 @@ def p95_context_tokens(g: RequestGroup):
 
 
 @metric("false_eviction_rate", "evictions of items a later request needs / all evictions",
-        False, summary=True)  # fmt: skip
+        False, summary=True, parts=lambda g: (g.false_evictions, g.evictions))  # fmt: skip
 def false_eviction_rate(g: RequestGroup):
     return _ratio(g.false_evictions, g.evictions)
 
 
-@metric("evictions", "evictions from working memory", None, fmt="d", summary=True)
+@metric("evictions", "evictions from working memory", None, fmt="d", summary=True,
+        parts=lambda g: (g.evictions, None))  # fmt: skip
 def evictions(g: RequestGroup):
     return int(g.evictions)
 
 
-@metric("false_evictions", "evictions of items a later request needs", False, fmt="d")
+@metric("false_evictions", "evictions of items a later request needs", False, fmt="d",
+        parts=lambda g: (g.false_evictions, None))  # fmt: skip
 def false_evictions(g: RequestGroup):
     return int(g.false_evictions)
 
 
 @metric("cost_usd", "sum over requests of context tokens x price_per_mtok / 1e6", False,
-        summary=True)  # fmt: skip
+        summary=True, parts=lambda g: (cost_usd(g), None))  # fmt: skip
 def cost_usd(g: RequestGroup):
     return float(g.ctx.sum()) * float(g.price_per_mtok) / 1e6
 
 
-@metric("events", "events replayed", None, fmt="d")
+@metric("events", "events replayed", None, fmt="d", parts=lambda g: (g.n_events, None))
 def events(g: RequestGroup):
     return int(g.n_events)
 
 
-@metric("requests", "requests replayed", None, fmt="d")
+@metric("requests", "requests replayed", None, fmt="d", parts=lambda g: (g.ctx.size, None))
 def requests(g: RequestGroup):
     return int(g.ctx.size)
 
 
-@metric("references", "needed references", None, fmt="d")
+@metric("references", "needed references", None, fmt="d",
+        parts=lambda g: (g.needs_count.sum(), None))  # fmt: skip
 def references(g: RequestGroup):
     return int(g.needs_count.sum())
 
 
-@metric("hits", "needed references present in working memory", True, fmt="d")
+@metric("hits", "needed references present in working memory", True, fmt="d",
+        parts=lambda g: (g.hits.sum(), None))  # fmt: skip
 def hits(g: RequestGroup):
     return int(g.hits.sum())
 
 
 @metric("pins_over_budget_requests", "requests at which pinned tokens alone exceeded the budget",
-        None, fmt="d")  # fmt: skip
+        None, fmt="d", parts=lambda g: ((g.pinned > g.budget).sum(), None))  # fmt: skip
 def pins_over_budget_requests(g: RequestGroup):
     return int((g.pinned > g.budget).sum())
+
+
+@metric("miss_cost_usd", "sum over missed needs of the item's cost (else re-reading it) + the "
+        "type's costs.miss_penalty_usd", False,
+        parts=lambda g: (miss_cost_usd(g), None))  # fmt: skip
+def miss_cost_usd(g: RequestGroup):
+    return float(g.refs.miss_usd[~g.refs.hit].sum())
+
+
+@metric("miss_latency_s", "sum over missed needs of the type's costs.miss_latency_s", False,
+        fmt=",.1f", parts=lambda g: (miss_latency_s(g), None))  # fmt: skip
+def miss_latency_s(g: RequestGroup):
+    return float(g.refs.miss_s[~g.refs.hit].sum())
+
+
+@metric("total_cost_usd", "cost_usd (context) + miss_cost_usd", False, summary=True,
+        parts=lambda g: (total_cost_usd(g), None))  # fmt: skip
+def total_cost_usd(g: RequestGroup):
+    return cost_usd(g) + miss_cost_usd(g)
+
+
+@metric("value_weighted_hit_rate", "hits weighted by value (annotated, else costs.value_weight "
+        "of the type) / all needs so weighted", True, summary=True,
+        parts=lambda g: _value_parts(g))  # fmt: skip
+def value_weighted_hit_rate(g: RequestGroup):
+    return _ratio(*_value_parts(g))
+
+
+def _value_parts(g: RequestGroup) -> tuple[float, float]:
+    """(sum of the values of hit references, sum of the values of all references)."""
+    return float(g.refs.value[g.refs.hit].sum()), float(g.refs.value.sum())
 
 
 def _summary(g: RequestGroup) -> dict:
@@ -252,29 +373,35 @@ def _retrieval_summary(trace: Trace, result: SimResult, rec, req_mask: np.ndarra
 
 
 def compute_metrics(
-    trace: Trace, result: SimResult, price_per_mtok: float = 3.0, retrieval=None
-) -> dict:
-    """Overall metrics, per-stream metrics and timing for one replay.
+    trace: Trace, result: SimResult, price_per_mtok: float = 3.0, retrieval=None,
+    costs: CostsConfig | None = None,
+) -> dict:  # fmt: skip
+    """Overall metrics, per-stream metrics, timing and per-stream parts for one replay.
 
     ``retrieval``: a ``memlens.retrieval.RetrievalRecord`` when request-time retrieval ran.
+    ``costs``: miss penalties, latencies and value weights (default: ``CostsConfig()``).
     """
+    costs = costs if costs is not None else CostsConfig()
     needs_count = trace.req_needs_count
     hits = request_hits(trace, result)
     ctx = result.context_tokens
+    refs = needed_references(trace, result, price_per_mtok, costs)
     overall = _summary(RequestGroup(
         trace.n_events, needs_count, hits, ctx, result.pinned_tokens,
         int(result.evictions.sum()), int(result.false_evictions.sum()),
-        result.budget, price_per_mtok,
+        result.budget, price_per_mtok, refs, costs,
     ))  # fmt: skip
-    streams = {}
+    groups = []
     ev_counts = np.bincount(trace.ev_stream, minlength=trace.n_streams)
-    for s, name in enumerate(trace.stream_names):
+    for s in range(trace.n_streams):
         mask = trace.req_stream == s
-        streams[name] = _summary(RequestGroup(
+        groups.append(RequestGroup(
             int(ev_counts[s]), needs_count[mask], hits[mask], ctx[mask],
             result.pinned_tokens[mask], int(result.evictions[s]),
             int(result.false_evictions[s]), result.budget, price_per_mtok,
+            refs.select(mask[trace.need_request]), costs,
         ))  # fmt: skip
+    streams = {name: _summary(g) for name, g in zip(trace.stream_names, groups)}
     everything = np.ones(trace.n_requests, dtype=bool)
     overall.update(_retrieval_summary(trace, result, retrieval, everything, price_per_mtok))
     for s, name in enumerate(trace.stream_names):
@@ -296,15 +423,41 @@ def compute_metrics(
             "index_query_ms_p95": _pct(retrieval.index_ms[retrieval.index_ms > 0], 95),
             "index_build_s": retrieval.build_s,
         })  # fmt: skip
-    return {"overall": overall, "streams": streams, "timing": timing}
+    parts = stream_parts(groups)  # in trace.stream_names order, for memlens.stats
+    return {"overall": overall, "streams": streams, "timing": timing, "stream_parts": parts}
+
+
+def _ids_per_request(trace: Trace, mask: np.ndarray) -> list[list[str]]:
+    """Per request, the ids of its needed items where ``mask`` (per reference) holds."""
+    ids = np.asarray(trace.item_id, dtype=object)[trace.needs[mask]]
+    counts = np.bincount(trace.need_request[mask], minlength=trace.n_requests)
+    parts = np.split(ids, np.cumsum(counts)[:-1]) if trace.n_requests else []
+    return [part.tolist() for part in parts]
 
 
 def per_request_table(
-    trace: Trace, result: SimResult, retrieval=None
-) -> dict[str, np.ndarray | list]:
-    """Columns of the per-request record (written as Parquet by ``memlens.writers``)."""
+    trace: Trace, result: SimResult, retrieval=None, price_per_mtok: float = 3.0,
+    costs: CostsConfig | None = None,
+) -> dict[str, np.ndarray | list]:  # fmt: skip
+    """Columns of the per-request record (written as Parquet by ``memlens.writers``).
+
+    ``needed_ids`` / ``hit_ids`` / ``missed_ids``: item ids in ``needs`` order (a repeated id
+    once); ``miss_cost_usd`` / ``miss_latency_s``: the request's share of those metrics.
+    """
     hits = request_hits(trace, result)
     needs_count = trace.req_needs_count
+    refs = needed_references(trace, result, price_per_mtok,
+                             costs if costs is not None else CostsConfig())  # fmt: skip
+    missed = ~refs.hit
+    per_request = {
+        "needed_ids": _ids_per_request(trace, np.ones(trace.n_references, dtype=bool)),
+        "hit_ids": _ids_per_request(trace, refs.hit),
+        "missed_ids": _ids_per_request(trace, missed),
+        "miss_cost_usd": np.bincount(trace.need_request, weights=refs.miss_usd * missed,
+                                     minlength=trace.n_requests),
+        "miss_latency_s": np.bincount(trace.need_request, weights=refs.miss_s * missed,
+                                      minlength=trace.n_requests),
+    }  # fmt: skip
     extra = {}
     if retrieval is not None:
         extra = {
@@ -324,5 +477,6 @@ def per_request_table(
         "misses": needs_count - hits,
         "context_tokens": result.context_tokens,
         "pinned_tokens": result.pinned_tokens,
+        **per_request,
         **extra,
     }

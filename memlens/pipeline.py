@@ -104,8 +104,9 @@ def replay(settings: RunConfig, trace: Trace) -> Replay:
 # ------------------------------------------------------------------- 4. analyzers
 def analyze_metrics(run: Replay) -> Section:
     m = compute_metrics(run.trace, run.result, price_per_mtok=run.settings.price_per_mtok,
-                        retrieval=run.retrieval)  # fmt: skip
-    return Section("", overall=m["overall"], streams=m["streams"], timing=m["timing"])
+                        retrieval=run.retrieval, costs=run.settings.costs)  # fmt: skip
+    return Section("", overall=m["overall"], streams=m["streams"], timing=m["timing"],
+                   stream_parts=m["stream_parts"])  # fmt: skip
 
 
 def analyze_oracle(run: Replay) -> Section:

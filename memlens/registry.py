@@ -4,7 +4,10 @@ In the spirit of lm-evaluation-harness's registry, a metric is declared with its
 means, whether higher is better, how to print it and whether it is deterministic (same config
 and seed, same value, bit for bit) or a timing figure.  Metrics whose value is a function of one
 group of requests (a whole run, or one stream) also carry that function, so the same definition
-serves ``overall`` and every ``streams`` entry.
+serves ``overall`` and every ``streams`` entry.  A metric that decomposes into additive
+per-stream parts declares ``parts(group) -> (num, den)``: its value over any set of streams is
+``sum(num) / sum(den)`` (``den`` None: a total, ``sum(num)``), which is what lets
+``memlens.stats`` bootstrap it over streams without replaying anything again.
 
 The registry drives everything that lists metrics: the ``compare`` table and its CSV/JSON
 columns, what MLflow records, the experiments' tables and the determinism tests.  A report
@@ -17,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
+
+import numpy as np
 
 Kind = Literal["deterministic", "timing"]
 Group = Literal["core", "retrieval", "oracle", "timing"]
@@ -32,6 +37,9 @@ class Metric:
     group: Group = "core"  # core: always; retrieval: with retrieval on; oracle: oracle on
     summary: bool = False  # a column of the compare table
     compute: Callable | None = None  # f(RequestGroup) -> value, for per-group metrics
+    # f(RequestGroup) -> (num, den): additive per-stream parts, value = sum num / sum den over
+    # streams (den None: a total, value = sum num); what the bootstrap over streams resamples
+    parts: Callable | None = None
 
     def format(self, value) -> str:
         if value is None or (isinstance(value, float) and value != value):
@@ -66,6 +74,31 @@ def metric(key: str, description: str, higher_is_better: bool | None, **kw):
         return fn
 
     return wrap
+
+
+def decomposable() -> list[Metric]:
+    """Metrics with additive per-stream parts (the ones that get an interval)."""
+    return [m for m in declared().values() if m.parts is not None]
+
+
+def stream_parts(groups: list) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
+    """{metric: (num, den)} over ``groups`` (one per stream, in order); den None: a total."""
+    out = {}
+    for m in decomposable():
+        pairs = [m.parts(g) for g in groups]
+        num = np.asarray([p[0] for p in pairs], dtype=np.float64)
+        totals = bool(pairs) and pairs[0][1] is None
+        den = None if totals else np.asarray([p[1] for p in pairs], dtype=np.float64)
+        out[m.key] = (num, den)
+    return out
+
+
+def combine(num: np.ndarray, den: np.ndarray | None) -> float | None:
+    """A decomposable metric's value from its parts (sum num / sum den; den None: sum num)."""
+    if den is None:
+        return float(np.sum(num))
+    total = float(np.sum(den))
+    return None if total == 0 else float(np.sum(num)) / total
 
 
 def computed() -> list[Metric]:

@@ -18,8 +18,9 @@ from pathlib import Path
 
 from memlens.registry import check_keys
 
-#: Version of the metrics.json layout (2: typed pipeline, provenance, policy_config).
-SCHEMA_VERSION = 2
+#: Version of the metrics.json layout (2: typed pipeline, provenance, policy_config;
+#: 3: ``intervals`` and the per-stream ``stream_parts`` they come from).
+SCHEMA_VERSION = 3
 
 
 @dataclass
@@ -32,6 +33,8 @@ class Section:
     streams: dict = field(default_factory=dict)  # stream name -> registered metrics
     timing: dict = field(default_factory=dict)  # registered timing figures
     warnings: list[str] = field(default_factory=list)
+    # metric -> (num, den) per stream, in the trace's stream order (``Metric.parts``)
+    stream_parts: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -51,6 +54,11 @@ class Report:
     schema_version: int = SCHEMA_VERSION
     memlens_version: str = ""
     git_commit: str | None = None
+    # metric -> (num array, den array | None) per stream, streams in ``stream_names`` order
+    stream_parts: dict = field(default_factory=dict)
+    stream_names: list[str] = field(default_factory=list)
+    # metric -> memlens.stats.Interval (filled by the commands, from stream_parts and stats:)
+    intervals: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """The metrics.json document."""
@@ -67,10 +75,20 @@ class Report:
             "overall": self.overall,
             "streams": self.streams,
             "timing": self.timing,
+            "intervals": {k: iv.to_dict() for k, iv in self.intervals.items()},
+            "stream_parts": self.parts_dict(),
             **self.sections,
             "outside_oracle_class": self.outside_oracle_class,
             "warnings": self.warnings,
         }
+
+    def parts_dict(self) -> dict:
+        """The raw per-stream parts as JSON: every metric's num and den (null: a total)."""
+        parts = {
+            k: {"num": num.tolist(), "den": None if den is None else den.tolist()}
+            for k, (num, den) in self.stream_parts.items()
+        }
+        return {"streams": list(self.stream_names), "metrics": parts}
 
     def row(self) -> dict:
         """One row of a comparison table: the run's identity and every overall metric."""
@@ -90,7 +108,10 @@ def assemble(identity: dict, sections: list[Section]) -> Report:
     timing: dict = {}
     blocks: dict[str, dict] = {}
     warnings: list[str] = []
+    parts: dict = {}
     for sec in sections:
+        check_keys(sec.stream_parts, f"section {sec.name or '-'}, stream parts")
+        parts.update(sec.stream_parts)
         for target, part in ((overall, sec.overall), (timing, sec.timing)):
             check_keys(part, f"section {sec.name or '-'}")
             target.update(part)
@@ -107,6 +128,8 @@ def assemble(identity: dict, sections: list[Section]) -> Report:
         timing=timing,
         sections=blocks,
         warnings=warnings,
+        stream_parts=parts,
+        stream_names=list(streams),
         memlens_version=package_version(),
         git_commit=git_commit(),
     )

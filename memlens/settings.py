@@ -27,9 +27,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from memlens.compression import CompressionConfig
 from memlens.embeddings import EmbeddingsConfig
+from memlens.features import DEFAULT_TYPE_BASE
 from memlens.oracle.solve import OracleSettings
 from memlens.retrieval.config import RetrievalConfig
+from memlens.stats import StatsConfig
 from memlens.tiers import TiersConfig
+from memlens.trace import ITEM_TYPES
 
 ENGINES = ("auto", "fast", "reference")
 DEFAULT_TRACE = "${memlens.data:default/agent-small.jsonl.gz}"
@@ -56,6 +59,54 @@ def check_budget(budget: int, key: str = "budget") -> None:
         raise ValueError(f"{key} must be below 2**62 tokens, got {budget}")
 
 
+def _per_type(values: dict, default: dict, key: str, upper: float = math.inf) -> dict:
+    """``values`` over the four item types, missing types from ``default``; unknown types,
+    non-finite, negative or above-``upper`` values refused."""
+    unknown = sorted(set(values) - set(ITEM_TYPES))
+    if unknown:
+        raise ValueError(
+            f"{key}: unknown item type {unknown[0]!r} (types: {', '.join(ITEM_TYPES)})"
+        )
+    out = {}
+    for name in ITEM_TYPES:
+        v = values.get(name, default[name])
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"{key}.{name} must be a number, got {v!r}")
+        if not (math.isfinite(v) and 0 <= v <= upper):
+            bound = "a finite number >= 0" if upper == math.inf else f"a number in [0, {upper:g}]"
+            raise ValueError(f"{key}.{name} must be {bound}, got {v}")
+        out[name] = float(v)
+    return out
+
+
+_ZERO_PER_TYPE = dict.fromkeys(ITEM_TYPES, 0.0)
+
+
+@dataclass
+class CostsConfig:
+    """What a missed need costs and what a hit is worth, per item type (formulas of
+    ``miss_cost_usd``, ``miss_latency_s``, ``total_cost_usd`` and ``value_weighted_hit_rate``:
+    ``memlens.metrics``).  A type left out takes its default; an unknown type is refused.
+
+    Penalties and latencies default to 0: no trace measures them, so any other default would
+    be an invented number presented as a result; set them for your agent
+    (``costs.miss_latency_s.user_input=30``).  Value weights default to the type prior the
+    value-aware policies use (``memlens.features.DEFAULT_TYPE_BASE``) and share the [0, 1]
+    scale of a person's ``annotate`` value, which overrides them.
+    """
+
+    miss_penalty_usd: dict[str, float] = field(default_factory=lambda: dict(_ZERO_PER_TYPE))
+    miss_latency_s: dict[str, float] = field(default_factory=lambda: dict(_ZERO_PER_TYPE))
+    value_weight: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_TYPE_BASE))
+
+    def __post_init__(self) -> None:
+        self.miss_penalty_usd = _per_type(self.miss_penalty_usd, _ZERO_PER_TYPE,
+                                          "costs.miss_penalty_usd")  # fmt: skip
+        self.miss_latency_s = _per_type(self.miss_latency_s, _ZERO_PER_TYPE, "costs.miss_latency_s")
+        self.value_weight = _per_type(self.value_weight, DEFAULT_TYPE_BASE, "costs.value_weight",
+                                      upper=1.0)  # fmt: skip
+
+
 @dataclass
 class CommonConfig:
     """Settings shared by ``simulate`` and ``compare``."""
@@ -72,6 +123,8 @@ class CommonConfig:
     embeddings: EmbeddingsConfig = field(default_factory=EmbeddingsConfig)
     compression: CompressionConfig = field(default_factory=CompressionConfig)
     oracle: OracleSettings = field(default_factory=OracleSettings)
+    stats: StatsConfig = field(default_factory=StatsConfig)  # intervals: bootstrap over streams
+    costs: CostsConfig = field(default_factory=CostsConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
 
@@ -106,6 +159,9 @@ class CompareConfig(CommonConfig):
     # policy parameter overrides, in simulate's grammar ("policy.admit_threshold=0.9"), applied
     # to every listed policy; `memlens compare policy.x=v` is rewritten into this list
     policy_overrides: list[str] = field(default_factory=list)
+    # a compared policy: every row also gets its paired difference to this policy (same trace,
+    # same budget, same streams) with a bootstrap interval, and the table a `vs <reference>` column
+    reference: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -117,6 +173,31 @@ class CompareConfig(CommonConfig):
             raise ValueError("policies must list at least one policy (or be null for all)")
         if self.traces is not None and not self.traces:
             raise ValueError("traces must list at least one trace (or be null for [trace])")
+        if self.policies:  # null: every registered policy (checked by memlens.commands)
+            check_reference(self.reference, self.policies)
+
+
+def check_reference(reference: str | None, policies: list[str]) -> None:
+    """``reference`` (when set) must be one of the compared policies."""
+    if reference is not None and reference not in policies:
+        raise ValueError(f"reference={reference} is not a compared policy "
+                         f"(policies: {', '.join(policies)})")  # fmt: skip
+
+
+@dataclass
+class RecommendConfig(CompareConfig):
+    """``memlens recommend``: compare's runs, then the cheapest setting that meets a target."""
+
+    target: float = "???"  # OmegaConf's MISSING: must be set; the least acceptable ``metric``
+    metric: str = "request_success"  # the quality metric (a registered rate, higher is better)
+    cost: str | None = None  # what "cheapest" means; null: total_cost_usd (else cost_usd)
+    # policies that are never candidates: the oracle reads the future (a bound, not deployable)
+    exclude: list[str] = field(default_factory=lambda: ["oracle"])
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (isinstance(self.target, (int, float)) and 0 <= self.target <= 1):
+            raise ValueError(f"target must be a number in [0, 1], got {self.target!r}")
 
 
 # ----------------------------------------------------------------------------- policies
@@ -176,6 +257,7 @@ def register_configs() -> None:
     cs = ConfigStore.instance()
     cs.store(name="run_schema", node=RunConfig)
     cs.store(name="compare_schema", node=CompareConfig)
+    cs.store(name="recommend_schema", node=RecommendConfig)
     for name, target in policy_targets().items():
         cs.store(group="policy", name=schema_name(name), node=policy_schema(get_class(target)))
 

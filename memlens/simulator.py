@@ -11,8 +11,10 @@ Contract (other tools, the fast kernels and the oracle are checked against it):
   calls the policy's ``insert``.  ``admit`` only decides.
 * A request's hits are its needed ids that are in WM after all earlier events and before the
   request's own updates.  Then the hits are touched in ``needs`` order, the policy observes the
-  request, and with ``demand_fetch`` the misses are brought back in ``needs`` order (each one
-  subject to the policy's ``admit``).
+  request, and with ``demand_fetch`` the simulator walks ``needs`` in order and brings back every
+  need absent at that moment (each subject to the policy's ``admit`` and fitting the budget
+  alone): the misses, and also a hit that an earlier fetch of the same request just evicted, so
+  a request's needs end up resident together when they fit.
 * A pin forces its target into WM (as the newest item if it was not there) and keeps it there
   until unpinned.  Pinned items count against the budget; when pins alone exceed it, the run
   says so (``pins_over_budget_requests``).

@@ -28,6 +28,19 @@ def cell(column: str, value) -> str:
     return m.format(value) if m is not None else fmt(value)
 
 
+def interval_cell(column: str, iv, signed: bool = False) -> str:
+    """A ``memlens.stats.Interval`` of a registered metric: ``0.572 [0.550, 0.590]``.
+
+    Rates print with 3 decimals, counts without; a signed difference ends in `` *`` when its
+    interval excludes zero; ``0.572 [n<5]`` when there were too few streams for an interval.
+    """
+    from memlens.registry import declared
+
+    spec = declared()[column].fmt
+    spec = {".4f": ".3f", "d": ",.0f"}.get(spec, spec)
+    return iv.cell(spec, signed=signed)
+
+
 def format_table(rows: list[dict], columns: list[str]) -> str:
     cells = [[cell(c, r.get(c)) for c in columns] for r in rows]
     widths = [max([len(c)] + [len(row[k]) for row in cells]) for k, c in enumerate(columns)]
@@ -41,7 +54,9 @@ def format_table(rows: list[dict], columns: list[str]) -> str:
 
 
 def _numeric(text: str) -> bool:
-    return text.replace(",", "").replace(".", "", 1).replace("-", "", 1).isdigit()
+    """A number, or a number followed by its interval (right-aligned either way)."""
+    head = text.split(" ", 1)[0].lstrip("+")
+    return head.replace(",", "").replace(".", "", 1).replace("-", "", 1).isdigit()
 
 
 def to_csv(rows: list[dict], columns: list[str]) -> str:

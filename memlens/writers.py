@@ -42,7 +42,9 @@ def write_run(out_dir: Path, run: Replay, report: Report, resolved_yaml: str) ->
     """Every record of one run, in ``out_dir``; returns the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / "per_request.parquet"]
-    write_parquet(paths[0], per_request_table(run.trace, run.result, run.retrieval))
+    s = run.settings
+    write_parquet(paths[0], per_request_table(run.trace, run.result, run.retrieval,
+                                              s.price_per_mtok, s.costs))  # fmt: skip
     if run.settings.output.moves:
         paths.append(out_dir / "moves.parquet")
         write_parquet(paths[-1], moves_table(run))

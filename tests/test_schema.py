@@ -42,6 +42,8 @@ def test_every_line_of_the_bundled_default_trace_is_schema_valid(validator):
         {"event": "pin"},
         {"event": "annotate", "target": "a"},
         {"event": "annotate", "target": "a", "value": 2},
+        {"event": "pin", "target": "a", "stream": 4},
+        {"event": "unpin", "target": "a", "t": "noon"},
         {"event": "explode"},
     ],
 )
@@ -51,4 +53,18 @@ def test_schema_rejects_what_the_loader_rejects(validator, event):
 
 def test_schema_accepts_unknown_fields_like_the_loader(validator):
     event = {"event": "write", "id": "a", "tokens": 3, "type": "user_input", "colour": "red"}
+    assert not list(validator.iter_errors(event))
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"event": "pin", "target": "a", "stream": "s1", "t": 2.5},
+        {"event": "unpin", "target": "a", "stream": "s1", "t": 3},
+        {"event": "annotate", "target": "a", "value": 0.4, "stream": "s1", "t": 4},
+        {"event": "annotate", "target": "a", "note": "keep", "t": 4},
+        {"event": "pin", "target": "a"},
+    ],
+)
+def test_schema_accepts_t_and_stream_on_pin_unpin_annotate(validator, event):
     assert not list(validator.iter_errors(event))

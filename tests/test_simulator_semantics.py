@@ -7,7 +7,7 @@ case runs on both engines: the reference loop and the compiled kernel.
 from __future__ import annotations
 
 import pytest
-from helpers import pin, rq, trace, unpin, w
+from helpers import annotate, pin, rq, trace, unpin, w
 from memlens.policies.lru import LRU
 from memlens.policies.window import SlidingWindow
 
@@ -252,3 +252,84 @@ def test_request_hook_is_a_typed_protocol():
         theirs = list(inspect.signature(getattr(LiveRetrieval, method)).parameters)
         assert ours == theirs, method
     assert "promote" in RequestHook.__annotations__
+
+
+# ------------------------------------------- semantics the README states (issue 10)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_demand_fetch_brings_back_a_hit_an_earlier_fetch_of_the_same_request_evicted(engine):
+    tr = trace(w("a", 30), w("b", 30), w("c", 30), w("d", 30), rq("q1", "a", "b"), rq("q2", "c"))
+    # window, budget 100, 30 tokens each (3 fit):
+    #   w a, w b, w c: WM a b c (90);  w d: 120 > 100, evict a (oldest): WM b c d
+    #   q1 needs [a, b]: hits decided first: a miss, b hit.  Then the fetch, in needs order:
+    #     a absent -> fetch a (newest): 120, evict b (oldest)            WM c d a
+    #     b absent now (the fetch of a just evicted it) -> fetch b: 120, evict c    WM d a b
+    #   q2 needs [c]: miss (then fetched: 120, evict d).  Hits 1 of 3 -- not 2 of 3, which a
+    #   fetch of q1's *misses* only (a) would give: WM c d a, and q2's c a hit.
+    res, m = run(tr, SlidingWindow(), 100, engine, demand_fetch=True)
+    assert res.need_hit.tolist() == [0, 1, 0]
+    assert m["hits"] == 1 and m["references"] == 3
+    moves = [(tr.item_id[i], MOVE_NAMES[k]) for i, k in zip(res.move_item, res.move_kind)]
+    assert moves == [
+        ("a", "admit"), ("b", "admit"), ("c", "admit"), ("d", "admit"), ("a", "evict"),
+        ("a", "fetch"), ("b", "evict"), ("b", "fetch"), ("c", "evict"), ("c", "fetch"),
+        ("d", "evict"),
+    ]  # fmt: skip
+    # after q1 both of its needs are resident together (WM d a b; they fit: 60 <= 100)
+    table = per_request_table(tr, res)
+    assert table["hit_ids"] == [["b"], []] and table["missed_ids"] == [["a"], ["c"]]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("policy", [SlidingWindow, LRU])
+def test_a_pin_forces_in_an_item_larger_than_the_budget(engine, policy):
+    tr = trace(
+        w("a", 4), w("big", 15), pin("big"), rq("r1", "big", "a"),
+        unpin("big"), w("c", 4), rq("r2", "big", "c"),
+    )  # fmt: skip
+    # budget 10: w big (15 > 10) bypasses WM.  pin big forces it in anyway (a pin move):
+    #   WM a big = 19 > 10 -> evict a; then only the pin is left (15 > 10, but pinned): stop
+    # r1: big hit, a miss; 15 tokens in WM, all pinned -> pins_over_budget_requests 1
+    # unpin big: 15 > 10 and nothing pinned -> big evicted at once;  w c: WM c
+    # r2: big miss, c hit
+    res, m = run(tr, policy(), 10, engine)
+    assert res.need_hit.tolist() == [1, 0, 0, 1]
+    assert res.context_tokens.tolist() == [15, 4]
+    assert res.pinned_tokens.tolist() == [15, 0]
+    assert m["pins_over_budget_requests"] == 1
+    moves = [(tr.item_id[i], MOVE_NAMES[k]) for i, k in zip(res.move_item, res.move_kind)]
+    assert moves == [
+        ("a", "admit"), ("big", "bypass"), ("big", "pin"), ("a", "evict"), ("big", "evict"),
+        ("c", "admit"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_pin_without_stream_goes_to_its_targets_stream(engine):
+    tr = trace(
+        w("a", 6, stream="s1", t=1.0), w("x", 6, stream="s2", t=50.0),
+        pin("a"),                                   # no stream, no t: stream s1, t 1.0
+        w("c", 6, stream="s1", t=2.0),              # s1: 12 > 10, a pinned -> c evicted
+        w("y", 6, stream="s2", t=51.0),             # s2: 12 > 10 -> x evicted (nothing pinned)
+        rq("r1", "a", "c", stream="s1", t=3.0), rq("r2", "x", "y", stream="s2", t=52.0),
+    )  # fmt: skip
+    assert tr.stream_names[tr.ev_stream[2]] == "s1" and tr.ev_t[2] == 1.0
+    res, _ = run(tr, LRU(), 10, engine)
+    assert res.need_hit.tolist() == [1, 0, 0, 1]
+    assert res.pinned_tokens.tolist() == [6, 0]  # the pin counts in s1 only
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_t_and_stream_on_pin_unpin_annotate(engine):
+    tr = trace(
+        w("a", 6, stream="s1", t=1.0), w("b", 6, stream="s2", t=1.0),
+        pin("a", stream="s1", t=2.0), annotate("a", value=0.9, stream="s1", t=3.0),
+        w("c", 6, stream="s1", t=4.0),              # a pinned -> c evicted
+        unpin("a", stream="s1", t=5.0),
+        w("d", 6, stream="s1", t=6.0),              # a unpinned and oldest -> a evicted
+        rq("r1", "a", "c", "d", stream="s1", t=7.0),
+    )  # fmt: skip
+    assert tr.ev_t.tolist() == [1.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
+    assert [tr.stream_names[s] for s in tr.ev_stream] == ["s1", "s2"] + ["s1"] * 6
+    assert tr.event_meta == {}  # t and stream are fields of these events, not unknown extras
+    res, _ = run(tr, SlidingWindow(), 10, engine)
+    assert res.need_hit.tolist() == [0, 0, 1]

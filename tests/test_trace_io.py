@@ -235,6 +235,34 @@ def test_defaults_unknown_fields_and_repeated_needs(tmp_path):
     assert tr.event_meta[2] == {"who": "ann"}
 
 
+TARGET_EVENTS = [
+    {"event": "pin", "target": "m1"},
+    {"event": "unpin", "target": "m1"},
+    {"event": "annotate", "target": "m1", "value": 0.5},
+]
+
+
+@pytest.mark.parametrize("event", TARGET_EVENTS, ids=lambda e: e["event"])
+def test_pin_unpin_annotate_take_t_and_their_targets_stream(tmp_path, event):
+    lines = dumps([GOOD[0], {"event": "write", "id": "o", "tokens": 1, "type": "user_input",
+                             "stream": "s2", "t": 90}, {**event, "stream": "s1", "t": 4.5},
+                   {**event, "t": 6}, event])  # fmt: skip
+    tr = load_trace(write_lines(tmp_path / "t.jsonl", lines))
+    assert [tr.stream_names[s] for s in tr.ev_stream[2:]] == ["s1", "s1", "s1"]
+    assert tr.ev_t[2:].tolist() == [4.5, 6.0, 6.0]  # no t: the target stream's last t, not 90
+    assert tr.event_meta == {}  # stream and t are fields of these events, not unknown extras
+
+
+@pytest.mark.parametrize("event", TARGET_EVENTS, ids=lambda e: e["event"])
+def test_pin_unpin_annotate_stream_must_be_the_targets(tmp_path, event):
+    err = error_of(tmp_path, dumps([GOOD[0], {**event, "stream": "s2"}]))
+    assert (err.line, err.field) == (2, "stream")
+    assert str(err) == (f'{tmp_path / "trace.jsonl"}:2: {event["event"]} of "m1" says stream '
+                        f"'s2', but \"m1\" was written in stream \"s1\"")  # fmt: skip
+    err = error_of(tmp_path, dumps([GOOD[0], {**event, "t": -1}]))
+    assert (err.line, err.field) == (2, "t") and "time goes backwards" in str(err)
+
+
 def test_gzip_round_trip_is_byte_stable(tmp_path):
     a, b = tmp_path / "a.jsonl.gz", tmp_path / "b.jsonl.gz"
     write_trace(a, GOOD, header={"generator": "test"})

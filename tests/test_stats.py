@@ -1,0 +1,157 @@
+"""Intervals over streams (memlens.stats): coverage, pairing, determinism, the few-streams note,
+agreement with scipy, and the per-stream parts every decomposable metric declares."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from helpers import random_events, trace
+from scipy import stats as sps
+
+from memlens import pipeline
+from memlens.commands import with_intervals
+from memlens.config import run_settings
+from memlens.registry import combine, declared, decomposable
+from memlens.stats import StatsConfig, difference, interval, resample_counts
+from memlens.table import interval_cell
+
+SMALL = ["oracle.enabled=false", "mlflow.enabled=false"]
+
+
+def synthetic(rng: np.random.Generator, n: int = 40, mean: float = 0.6):
+    """Streams that differ a lot (each its own rate, Beta around ``mean``, and its own length):
+    the ratio's population value is ``mean``."""
+    den = rng.integers(5, 80, size=n).astype(float)
+    p = rng.beta(6 * mean, 6 * (1 - mean), size=n)
+    return rng.binomial(den.astype(int), p).astype(float), den
+
+
+@pytest.mark.parametrize("method", ["percentile", "bca"])
+def test_interval_covers_the_known_mean_about_95_percent_of_the_time(method):
+    covered = 0
+    for rep in range(200):
+        num, den = synthetic(np.random.default_rng(1000 + rep))
+        iv = interval((num, den), StatsConfig(seed=rep, method=method))
+        covered += iv.low <= 0.6 <= iv.high
+    assert 0.90 <= covered / 200 <= 0.985, covered
+
+
+def test_a_total_is_bootstrapped_as_a_sum_over_streams():
+    num = np.arange(1.0, 11.0)
+    iv = interval((num, None), StatsConfig())
+    assert iv.estimate == 55.0 and iv.low < 55.0 < iv.high
+
+
+def test_identical_policies_differ_by_exactly_zero_with_a_zero_width_interval():
+    parts = synthetic(np.random.default_rng(0))
+    for method in ("percentile", "bca"):
+        d = difference(parts, (parts[0].copy(), parts[1].copy()), StatsConfig(method=method))
+        assert (d.estimate, d.low, d.high) == (0.0, 0.0, 0.0)
+        assert not d.excludes_zero
+
+
+def test_identical_runs_through_the_pipeline_differ_by_exactly_zero():
+    events = random_events(np.random.default_rng(5), n_events=600, n_streams=6)
+    t = trace(*events)
+    settings = run_settings([*SMALL, "policy=lru", "budget=300"])
+    a = pipeline.run(settings, t)[1]
+    b = pipeline.run(settings, t)[1]
+    assert len(a.stream_names) == 6
+    for key, parts in a.stream_parts.items():
+        d = difference(parts, b.stream_parts[key], StatsConfig())
+        assert d.estimate in (0.0, None) and (d.low, d.high) in ((0.0, 0.0), (None, None)), key
+
+
+def test_fewer_than_min_streams_gives_a_note_not_an_interval():
+    num, den = synthetic(np.random.default_rng(0), n=4)
+    iv = interval((num, den), StatsConfig())
+    assert iv.low is None and iv.high is None and iv.note == "n<5"
+    assert iv.estimate == pytest.approx(num.sum() / den.sum())
+    assert iv.to_dict() == {"estimate": iv.estimate, "note": "n<5", "n_streams": 4}
+    assert interval_cell("hit_rate", iv) == f"{iv.estimate:.3f} [n<5]"
+    assert difference((num, den), (num, den), StatsConfig()).low is None
+    assert interval((num, den), StatsConfig(min_streams=3)).low is not None
+
+
+def test_same_seed_same_interval_bit_for_bit():
+    parts = synthetic(np.random.default_rng(3))
+    for method in ("percentile", "bca"):
+        first = interval(parts, StatsConfig(seed=7, method=method))
+        resample_counts.cache_clear()
+        again = interval(parts, StatsConfig(seed=7, method=method))
+        assert (first.low, first.high) == (again.low, again.high)
+        other = interval(parts, StatsConfig(seed=8, method=method))
+        assert (first.low, first.high) != (other.low, other.high)
+
+
+def test_paired_interval_is_narrower_when_policies_move_together():
+    rng = np.random.default_rng(11)
+    num, den = synthetic(rng, n=30)
+    better = np.minimum(num + rng.binomial(3, 0.5, size=num.size), den)  # same streams, a bit up
+    cfg = StatsConfig()
+    paired = difference((better, den), (num, den), cfg, paired=True)
+    unpaired = difference((better, den), (num, den), cfg, paired=False)
+    assert paired.estimate == unpaired.estimate > 0
+    assert paired.high - paired.low < 0.5 * (unpaired.high - unpaired.low)
+    assert paired.excludes_zero and not unpaired.excludes_zero
+
+
+@pytest.mark.parametrize("method", ["percentile", "BCa"])
+def test_agrees_with_scipy_bootstrap(method):
+    """The vectorised resampler gives scipy.stats.bootstrap's interval (Monte Carlo error)."""
+    num, den = synthetic(np.random.default_rng(2), n=60)
+    ours = interval((num, den), StatsConfig(method=method.lower(), bootstrap=4000))
+    ref = sps.bootstrap((num, den), lambda a, b, axis=-1: a.sum(axis) / b.sum(axis),
+                        paired=True, vectorized=True, n_resamples=4000, method=method,
+                        random_state=np.random.default_rng(0)).confidence_interval  # fmt: skip
+    width = ref.high - ref.low
+    assert abs(ours.low - ref.low) < 0.1 * width and abs(ours.high - ref.high) < 0.1 * width
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"bootstrap": 10}, {"ci": 1.0}, {"ci": 0}, {"method": "normal"}, {"min_streams": 1}],
+)
+def test_stats_settings_are_validated(bad):
+    with pytest.raises(ValueError, match="stats."):
+        StatsConfig(**bad)
+
+
+def test_every_decomposable_metric_recombines_to_its_overall_and_stream_values():
+    """parts(stream) summed over streams gives the run's value; one stream's parts its own."""
+    events = random_events(np.random.default_rng(8), n_events=500, n_streams=5)
+    report = pipeline.run(run_settings([*SMALL, "policy=lru", "budget=200"]), trace(*events))[1]
+    assert {m.key for m in decomposable()} == set(report.stream_parts)
+    assert "p95_context_tokens" not in report.stream_parts  # a percentile: no parts
+    for key, (num, den) in report.stream_parts.items():
+        assert num.size == len(report.stream_names) == 5
+        assert combine(num, den) == pytest.approx(report.overall[key], rel=1e-9, abs=1e-12), key
+        for s, name in enumerate(report.stream_names):
+            one = combine(num[s : s + 1], None if den is None else den[s : s + 1])
+            assert one == pytest.approx(report.streams[name][key], rel=1e-9, abs=1e-12), key
+
+
+def test_metrics_json_has_intervals_and_the_raw_parts():
+    """The bundled default trace has 4 streams: every decomposable metric gets the note."""
+    report = with_intervals(pipeline.run(run_settings(SMALL))[1], StatsConfig())
+    doc = json.loads(json.dumps(report.to_dict(), allow_nan=False))
+    assert set(doc["intervals"]) == set(report.stream_parts)
+    assert doc["intervals"]["hit_rate"]["note"] == "n<5"
+    assert doc["stream_parts"]["streams"] == list(report.streams)
+    hits = doc["stream_parts"]["metrics"]["hit_rate"]
+    assert sum(hits["num"]) / sum(hits["den"]) == pytest.approx(doc["overall"]["hit_rate"])
+    assert all(declared()[k].parts is not None for k in doc["intervals"])
+
+
+def test_interval_cells():
+    from memlens.stats import Interval
+
+    iv = Interval(0.021, 0.004, 0.038, "percentile", 0.95, 10)
+    assert interval_cell("hit_rate", iv, signed=True) == "+0.021 [0.004, 0.038] *"
+    assert interval_cell("hit_rate", iv) == "0.021 [0.004, 0.038]"
+    span = Interval(-0.01, -0.02, 0.005, "percentile", 0.95, 10)
+    assert interval_cell("hit_rate", span, signed=True) == "-0.010 [-0.020, 0.005]"
+    count = Interval(733.0, 711.0, 754.0, "percentile", 0.95, 6)
+    assert interval_cell("evictions", count) == "733 [711, 754]"
