@@ -29,7 +29,7 @@ from memlens.settings import (
     check_reference,
     resolve,
 )
-from memlens.stats import Interval, StatsConfig, differences, intervals
+from memlens.stats import Interval, StatsConfig, differences
 from memlens.table import format_table, interval_cell, to_csv
 from memlens.trace_io import TraceError
 
@@ -94,7 +94,6 @@ def simulate_task(cfg: DictConfig):
     label = f"{settings.policy._target_.rsplit('.', 1)[-1]}@{settings.budget}"
     with mlflow_run(settings.mlflow, run_name=label) as tracking:
         done, report = run(settings, trace)
-        with_intervals(report, settings.stats)
         paths = write_run(out_dir, done, report, resolved_yaml)
         if tracking is not None:
             log_report(report, paths)
@@ -145,12 +144,6 @@ class Row:
         return out
 
 
-def with_intervals(report: Report, cfg: StatsConfig) -> Report:
-    """The report with every decomposable metric's bootstrap interval over its streams."""
-    report.intervals = intervals(report.stream_parts, cfg)
-    return report
-
-
 def add_differences(rows: list[Row], reference: str, cfg: StatsConfig) -> None:
     """Each row's paired differences to the reference policy's row (same trace and budget)."""
     refs = {(r.report.trace["path"], r.values["budget"]): r for r in rows
@@ -175,7 +168,6 @@ def run_compare(settings: CompareConfig, cfg: DictConfig, name: str = "compare")
             label = f"{policy_name}@{budget}"
             with mlflow_run(settings.mlflow, run_name=label, nested=True) as child:
                 _, report = run(job, _load(job))
-                with_intervals(report, settings.stats)
                 if child is not None:
                     log_report(report)
             warn([f"{label}: {w}" for w in report.warnings])

@@ -9,7 +9,8 @@
    simulator, giving a :class:`Replay`;
 4. **analyzers**: each function in :data:`ANALYZERS` reads the replay and returns a typed
    ``Section`` (metrics, oracle, tiers, retrieval, warnings);
-5. **Report**: ``memlens.report.assemble`` merges the sections, with provenance;
+5. **Report**: ``memlens.report.assemble`` merges the sections, with provenance, and
+   ``memlens.stats.intervals`` adds each decomposable metric's interval over streams;
 6. **writers**: ``memlens.writers`` (metrics.json, Parquet, resolved config) and
    ``memlens.tracking`` (MLflow).
 
@@ -37,6 +38,7 @@ from memlens.retrieval.setup import (
 )
 from memlens.settings import CommonConfig, RunConfig, build_policy, policy_kwargs
 from memlens.simulator import SimResult, simulate
+from memlens.stats import intervals
 from memlens.tiers import TIER_NAMES, TierLog, replay_tiers
 from memlens.trace import Trace
 from memlens.trace_cache import load_trace_cached
@@ -164,7 +166,10 @@ def analyze(run: Replay) -> Report:
         "seed": s.seed,
         "outside_oracle_class": run.outside_oracle_class,
     }
-    return assemble(identity, [analyzer(run) for analyzer in ANALYZERS])
+    report = assemble(identity, [analyzer(run) for analyzer in ANALYZERS])
+    # statistics: every decomposable metric's bootstrap interval over the trace's streams
+    report.intervals = intervals(report.stream_parts, s.stats)
+    return report
 
 
 def run(settings: RunConfig, trace: Trace | None = None) -> tuple[Replay, Report]:

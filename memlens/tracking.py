@@ -102,6 +102,21 @@ def log_run(
             mlflow.log_artifact(str(path))
 
 
+def interval_metrics(report: Report) -> dict[str, float]:
+    """``<metric>_ci_low`` / ``<metric>_ci_high`` of every metric that has an interval."""
+    out = {}
+    for key, iv in report.intervals.items():
+        if iv.low is not None and key in declared():
+            out[f"{key}_ci_low"], out[f"{key}_ci_high"] = float(iv.low), float(iv.high)
+    return out
+
+
 def log_report(report: Report, artifacts: list[Path] = (), config_yaml: str | None = None):
-    """One run's report: its parameters and every registered overall and timing metric."""
+    """One run's report: its parameters, every registered overall and timing metric, and the
+    bounds of every interval over streams."""
+    import mlflow
+
     log_run(report_params(report), {**report.overall, **report.timing}, artifacts, config_yaml)
+    bounds = interval_metrics(report)
+    if bounds and mlflow.active_run() is not None:
+        mlflow.log_metrics(bounds)

@@ -88,3 +88,18 @@ def test_same_settings_same_numbers_bit_for_bit():
     for key in of_kind("deterministic"):
         assert a.overall.get(key) == b.overall.get(key), key
     assert np.isfinite(a.overall["hit_rate"])
+
+
+def test_interval_bounds_are_what_mlflow_logs(tmp_path):
+    """Every metric with an interval over streams logs ``_ci_low``/``_ci_high`` to MLflow."""
+    from memlens.generate import generate_simple
+    from memlens.trace_io import write_trace
+    from memlens.tracking import interval_metrics
+
+    path = tmp_path / "six.jsonl"
+    write_trace(path, generate_simple(seed=3, streams=6, events_per_stream=150))
+    _, report = pipeline.run(run_settings([*SMALL, f"trace={path}", "budget=512"]))
+    bounds = interval_metrics(report)
+    hr = report.intervals["hit_rate"]
+    assert bounds["hit_rate_ci_low"] == hr.low <= report.overall["hit_rate"] <= hr.high
+    assert "p95_context_tokens_ci_low" not in bounds  # no interval: not decomposable

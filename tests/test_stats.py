@@ -11,7 +11,6 @@ from helpers import random_events, trace
 from scipy import stats as sps
 
 from memlens import pipeline
-from memlens.commands import with_intervals
 from memlens.config import run_settings
 from memlens.registry import combine, declared, decomposable
 from memlens.stats import StatsConfig, difference, interval, resample_counts
@@ -135,7 +134,7 @@ def test_every_decomposable_metric_recombines_to_its_overall_and_stream_values()
 
 def test_metrics_json_has_intervals_and_the_raw_parts():
     """The bundled default trace has 4 streams: every decomposable metric gets the note."""
-    report = with_intervals(pipeline.run(run_settings(SMALL))[1], StatsConfig())
+    report = pipeline.run(run_settings(SMALL))[1]  # the pipeline computes the intervals
     doc = json.loads(json.dumps(report.to_dict(), allow_nan=False))
     assert set(doc["intervals"]) == set(report.stream_parts)
     assert doc["intervals"]["hit_rate"]["note"] == "n<5"
