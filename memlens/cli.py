@@ -141,8 +141,13 @@ def policy_overrides_to_list(argv: list[str]) -> list[str]:
     """``compare``: ``policy.<param>=v`` arguments become one ``policy_overrides=[...]``.
 
     ``compare`` has no single policy node to override; each job composes its policy with
-    these overrides exactly as ``simulate`` would.
+    these overrides exactly as ``simulate`` would.  ``policy=NAME`` (simulate's way of choosing
+    one policy) is refused with a pointer to ``policies=[...]``.
     """
+    if any(a.startswith("policy=") for a in argv):
+        print("error: this command compares several policies: use policies=[NAME,...] "
+              "(and policy.<param>=value to override a parameter)", file=sys.stderr)  # fmt: skip
+        sys.exit(2)
     picked = [a for a in argv if a.lstrip("+~").startswith("policy.")]
     if not picked:
         return argv

@@ -128,3 +128,10 @@ def test_compare_argument_rewrite_keeps_values_intact():
     settings = resolve(compose_config("compare", out))
     assert isinstance(settings, CompareConfig)
     assert settings.policy_overrides == ["policy.a=0.5", "+policy.b='x y'"]
+
+
+def test_compare_refuses_policy_equals_with_a_pointer(capsys):
+    with pytest.raises(SystemExit) as exc:
+        policy_overrides_to_list(["policy=lru", "budgets=[512]"])
+    assert exc.value.code == 2
+    assert "use policies=[NAME,...]" in capsys.readouterr().err
