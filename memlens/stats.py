@@ -210,16 +210,3 @@ def differences(stream_parts: dict[str, Parts], reference: dict[str, Parts],
                 cfg: StatsConfig) -> dict[str, Interval]:  # fmt: skip
     """Every decomposable metric's paired difference to the reference run's, same streams."""
     return {k: difference(p, reference[k], cfg) for k, p in stream_parts.items() if k in reference}
-
-
-def no_interval_note(metric_key: str, cfg: StatsConfig, n_streams: int) -> str | None:
-    """Why a summary metric has no interval (None: it has one)."""
-    from memlens.registry import declared
-
-    m = declared().get(metric_key)
-    if m is None or m.parts is None:
-        return "no interval: not decomposable over streams (a percentile, timing or bound)"
-    if n_streams < cfg.min_streams:
-        return (f"no interval: {n_streams} stream(s), fewer than stats.min_streams="
-                f"{cfg.min_streams}; a bootstrap over so few streams means nothing")  # fmt: skip
-    return None
