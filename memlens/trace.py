@@ -17,11 +17,12 @@ ahead of time.  Online policies learn needs through ``Policy.observe``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import IntEnum
 from functools import cached_property
 
 import numpy as np
+import orjson
 
 
 class EventKind(IntEnum):
@@ -158,3 +159,72 @@ class Trace:
         """What the pins of this trace are, for caches keyed by (trace, pins)."""
         mask = (self.ev_kind == PIN) | (self.ev_kind == UNPIN)
         return tuple(zip(np.flatnonzero(mask).tolist(), self.ev_ref[mask].tolist()))
+
+    # ------------------------------------------------------- safe serialisation
+    def to_arrays(self) -> tuple[dict[str, np.ndarray], dict]:
+        """The trace as plain numeric arrays plus JSON-able metadata (no Python objects).
+
+        This is the contract between the trace and any cache that stores it: every array is a
+        numeric numpy array (strings are packed as UTF-8 bytes plus offsets), and the metadata
+        is JSON, so a cache can store both in a format that cannot execute code on load.
+        ``Trace.from_arrays(*trace.to_arrays(), source)`` gives back an equal trace.
+        """
+        arrays: dict[str, np.ndarray] = {}
+        meta: dict = {
+            "sha256": self.sha256,
+            "header": self.header,
+            "stream_names": self.stream_names,
+        }
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, np.ndarray):
+                arrays[f.name] = value
+            elif f.name in _STRING_COLUMNS:
+                arrays[f"{f.name}.data"], arrays[f"{f.name}.offsets"] = _pack_strings(value)
+            elif f.name in _JSON_COLUMNS:
+                arrays[f"{f.name}.data"], arrays[f"{f.name}.offsets"] = _pack_strings(
+                    [orjson.dumps(v).decode() for v in value]
+                )
+        meta["annotations"] = [[e, v, n] for e, (v, n) in self.annotations.items()]
+        meta["event_meta"] = [[e, m] for e, m in self.event_meta.items()]
+        return arrays, meta
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], meta: dict, source: str) -> Trace:
+        """Inverse of :meth:`to_arrays`; raises ``KeyError``/``ValueError`` on a foreign input."""
+        kwargs: dict = {"source": source}
+        for f in fields(cls):
+            if f.name in _STRING_COLUMNS:
+                kwargs[f.name] = _unpack_strings(
+                    arrays[f"{f.name}.data"], arrays[f"{f.name}.offsets"]
+                )
+            elif f.name in _JSON_COLUMNS:
+                texts = _unpack_strings(arrays[f"{f.name}.data"], arrays[f"{f.name}.offsets"])
+                kwargs[f.name] = [orjson.loads(t) for t in texts]
+            elif f.name in arrays:
+                kwargs[f.name] = arrays[f.name]
+        kwargs.update(
+            sha256=meta["sha256"], header=meta["header"], stream_names=meta["stream_names"]
+        )
+        kwargs["annotations"] = {int(e): (v, n) for e, v, n in meta["annotations"]}
+        kwargs["event_meta"] = {int(e): m for e, m in meta["event_meta"]}
+        return cls(**kwargs)
+
+
+_STRING_COLUMNS = frozenset(
+    {"item_id", "item_text", "item_task", "item_session", "req_id", "req_text"}
+)
+_JSON_COLUMNS = frozenset({"item_meta", "req_meta"})
+
+
+def _pack_strings(values: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    encoded = [v.encode("utf-8") for v in values]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8).copy(), offsets
+
+
+def _unpack_strings(data: np.ndarray, offsets: np.ndarray) -> list[str]:
+    raw = data.tobytes()
+    bounds = offsets.tolist()
+    return [raw[a:b].decode("utf-8") for a, b in zip(bounds[:-1], bounds[1:])]
