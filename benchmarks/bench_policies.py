@@ -3,8 +3,8 @@
     .venv/bin/python benchmarks/bench_policies.py [--events 1000000] [--repeat 3]
 
 * The trace: ``memlens.generate.generate_simple(seed=1, streams=8, events_per_stream=E/8)``,
-  built once with ``trace_from_events`` and cached as a pickle in ``.memlens-cache/`` (building
-  it takes ~25 s; the cache is keyed by the generator arguments).
+  written once as JSONL.gz in ``.memlens-cache/`` (keyed by the generator arguments) and
+  loaded through the safe parsed-trace cache.
 * Speed: events per second of ``simulate(..., engine="reference")``, best of ``--repeat`` runs
   (the machine is shared, so the best run is the one least disturbed by others), with per-trace
   preparation (content features, TF-IDF vectors) done beforehand and timed separately: it is
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import pickle
 import platform
 import sys
 import time
@@ -49,21 +48,19 @@ SCALING_BUDGETS = (1024, 4096, 16384, 65536, 262144, 1048576)
 
 
 def bench_trace(events: int):
+    """The benchmark trace, written once as JSONL under ``.memlens-cache/`` and loaded through
+    the parsed-trace cache (numbers and JSON only: nothing in a cache can execute code)."""
     from memlens.generate import generate_simple
-    from memlens.trace_io import trace_from_events
+    from memlens.trace_cache import load_trace_cached
+    from memlens.trace_io import write_trace
 
     args = {"seed": 1, "streams": 8, "events_per_stream": events // 8}
     key = hashlib.sha256(repr(sorted(args.items())).encode()).hexdigest()[:12]
-    cache = ROOT / ".memlens-cache" / f"bench-trace-{key}.pkl"
-    if cache.exists():
-        with open(cache, "rb") as fh:
-            return pickle.load(fh), args
-    trace = trace_from_events(generate_simple(**args), source=f"generate_simple({args})")
-    cache.parent.mkdir(exist_ok=True)
-    with open(cache.with_suffix(".tmp"), "wb") as fh:
-        pickle.dump(trace, fh, protocol=pickle.HIGHEST_PROTOCOL)
-    cache.with_suffix(".tmp").replace(cache)
-    return trace, args
+    path = ROOT / ".memlens-cache" / f"bench-trace-{key}.jsonl.gz"
+    if not path.exists():
+        path.parent.mkdir(exist_ok=True)
+        write_trace(path, generate_simple(**args))
+    return load_trace_cached(path), args
 
 
 def make_policy(name: str):

@@ -38,6 +38,7 @@ from .convert_taubench import SOURCES, convert_taubench
 
 SYNTHETIC_TOKENS = "none (synthetic token sizes)"
 OUT_HELP = "the trace file to write (.jsonl, or .jsonl.gz to compress)"
+OVERWRITE_HELP = "replace out if it exists (without it, an existing out is an error)"
 
 
 # -------------------------------------------------------------------------- generate
@@ -47,6 +48,7 @@ def generate_schema(name: str, knobs: type[GeneratorKnobs]) -> type:
     specs = [
         ("archetype", str, knob(name, "the generator (choose with archetype=NAME)")),
         ("out", str, knob(MISSING, OUT_HELP)),
+        ("overwrite", bool, knob(False, OVERWRITE_HELP)),
         *((f.name, hints[f.name], field(default=f.default, metadata=f.metadata)) for f in fields(knobs)),
     ]  # fmt: skip
     return make_dataclass(
@@ -83,13 +85,14 @@ class ConvertSettings:
     dataset: str = knob(MISSING, "the dataset to convert: dataset=locomo or dataset=taubench")
     src: str = knob(MISSING, "the source file")
     out: str = knob(MISSING, OUT_HELP)
+    overwrite: bool = knob(False, OVERWRITE_HELP)
     tokenizer: str | None = knob(
         None, "approx (null = default), bpe_openai:NAME, tiktoken:NAME or hf:PATH"
     )
 
     def options(self) -> dict:
         """The converter's keyword arguments (enums as their plain string values)."""
-        skip = {"dataset", "src", "out"}
+        skip = {"dataset", "src", "out", "overwrite"}
         values = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
         return {k: v.value if isinstance(v, Enum) else v for k, v in values.items()}
 

@@ -25,6 +25,9 @@ commands:
              (reference=lru: paired differences to lru, with intervals)
   recommend  compare, then the cheapest policy x budget whose metric reaches target=T
   data       trace tools: generate, convert, stats  (memlens data --help)
+  cache      the caches: info, clear [KIND]  (memlens cache --help)
+  feedback   feedback store: import-trace, simulate, show, apply  (memlens feedback --help)
+  train      a model for policy=learned from a split (split=taubench label.kind=hindsight)
 
 examples:
   memlens simulate trace=my.jsonl policy=lru budget=2048 demand_fetch=false
@@ -90,6 +93,8 @@ def error_message(exc: BaseException) -> str:
         return f"unknown {group} {name!r} (registered: {', '.join(options)})"
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     first = lines[0] if lines else type(exc).__name__
+    if first.endswith(":") and len(lines) > 1:  # "In 'experiment/x': ... composing config:"
+        first = f"{first} {lines[1]}"
     cause = exc.__cause__
     if cause is not None and str(cause).strip():
         detail = str(cause).strip().splitlines()[0].strip()
@@ -98,7 +103,10 @@ def error_message(exc: BaseException) -> str:
 
 
 def validate(config_name: str, argv: list[str], check: Callable | None) -> None:
-    """Compose and check every job's config; exit 2 with one ``error:`` line on a problem."""
+    """Compose and check every job's config; exit 2 with one ``error:`` line on a problem.
+
+    ``check(cfg)`` raises on a bad setting and may return a deferred step (a callable: the
+    trace parse), run once every job has passed, so a sweep's bad setting costs no parse."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
@@ -109,11 +117,16 @@ def validate(config_name: str, argv: list[str], check: Callable | None) -> None:
         return
     multirun = "-m" in flags or "--multirun" in flags
     try:
+        deferred = []  # what a check defers (a trace parse) until every job's settings passed
         for job in job_overrides(overrides, multirun):
             cfg = compose_config(config_name, job)
-            if check is not None:
-                check(cfg)
-    except (HydraException, OmegaConfBaseException, ValueError, TypeError, KeyError) as exc:
+            later = check(cfg) if check is not None else None
+            if callable(later):
+                deferred.append(later)
+        for step in deferred:
+            step()
+    except (HydraException, OmegaConfBaseException, ValueError, TypeError, KeyError,
+            OSError) as exc:  # fmt: skip
         print(f"error: {error_message(exc)}", file=sys.stderr)
         sys.exit(2)
 
@@ -161,6 +174,11 @@ def main(argv: list[str] | None = None) -> None:
         print(USAGE)
         return
     command, rest = argv[0], argv[1:]
+    from memlens.safecache import environment_error
+
+    if problem := environment_error():  # a bad MEMLENS_CACHE_MAX_BYTES: before any work
+        print(f"error: {problem}", file=sys.stderr)
+        sys.exit(2)
     if command == "simulate":
         from memlens.commands import check_simulate, simulate_task
 
@@ -173,10 +191,22 @@ def main(argv: list[str] | None = None) -> None:
         from memlens.commands import check_recommend, recommend_task
 
         run_hydra("recommend", recommend_task, policy_overrides_to_list(rest), check_recommend)
+    elif command == "train":
+        from memlens.train import check_train, train_task
+
+        run_hydra("train", train_task, rest, check_train)
     elif command == "data":
         from memlens.datacli import main as data_main
 
         sys.exit(data_main(rest))
+    elif command == "cache":
+        from memlens.cachecli import main as cache_main
+
+        sys.exit(cache_main(rest))
+    elif command == "feedback":
+        from memlens.feedbackcli import main as feedback_main
+
+        sys.exit(feedback_main(rest))
     else:
         print(f"memlens: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
         sys.exit(2)

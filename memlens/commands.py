@@ -9,6 +9,7 @@ two commands give identical numbers for identical settings.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from memlens.atomic import write_json, write_text
 from memlens.config import SettingsError, policy_config, registered_policies
 from memlens.pipeline import load_trace, run
+from memlens.preflight import check_engine, check_files, trace_loader
 from memlens.recommend import Choice, default_cost, recommend, render
 from memlens.registry import declared, report_columns, summary_columns
 from memlens.report import Report
@@ -43,30 +45,56 @@ def job_settings(common: CommonConfig, trace: str, policy, budget: int) -> RunCo
     return RunConfig(**{**shared, "trace": trace}, policy=policy, budget=budget)
 
 
-def check_policy_builds(policy_cfg) -> None:
+def check_policy_builds(policy_cfg):
+    """The policy instance the config describes (a ``SettingsError`` if it cannot be built)."""
     try:
-        build_policy(policy_cfg)
+        return build_policy(policy_cfg)
     except (TypeError, ValueError) as exc:
         raise SettingsError(f"cannot build policy {policy_cfg._target_}: {exc}") from None
 
 
-def check_simulate(cfg: DictConfig) -> None:
-    """Everything ``simulate`` can check before it starts (raises on the first problem)."""
-    check_policy_builds(resolve(cfg).policy)
+def check_simulate(cfg: DictConfig) -> Callable[[], None]:
+    """Everything ``simulate`` can check before it starts (raises on the first problem).
+
+    Returns the deferred step, the trace parse (``memlens.preflight``), which
+    ``memlens.cli.validate`` runs once every job's settings have passed."""
+    settings: RunConfig = resolve(cfg)
+    policy = check_policy_builds(settings.policy)
+    check_engine(settings, {getattr(policy, "name", type(policy).__name__): policy})
+    check_files(settings, [settings.trace])
+    return trace_loader(settings, [settings.trace])
 
 
-def check_compare(cfg: DictConfig) -> None:
-    settings: CompareConfig = resolve(cfg)
-    names = settings.policies or registered_policies()
-    for name in names:
-        check_policy_builds(policy_config(name, settings.policy_overrides))
+def check_jobs(settings: CompareConfig, names: list[str]) -> Callable[[], None]:
+    """``compare``'s and ``recommend``'s checks of the policies ``names`` and of every trace;
+    returns the deferred trace parse."""
+    policies = {n: check_policy_builds(policy_config(n, settings.policy_overrides)) for n in names}
+    check_engine(settings, policies)
     check_reference(settings.reference, names)
+    traces = settings.traces or [settings.trace]
+    check_files(settings, traces)
+    return trace_loader(settings, traces)
+
+
+def check_compare(cfg: DictConfig) -> Callable[[], None]:
+    settings: CompareConfig = resolve(cfg)
+    return check_jobs(settings, settings.policies or registered_policies())
 
 
 def _run_dir() -> Path:
     from hydra.core.hydra_config import HydraConfig
 
     return Path(HydraConfig.get().runtime.output_dir)
+
+
+def _hydra_files() -> list[str]:
+    """What Hydra wrote into the run dir before the command began (it moves with the run)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return []
+    hydra = HydraConfig.get()
+    return [n for n in (hydra.output_subdir, f"{hydra.job.name}.log") if n]
 
 
 def _load(settings: CommonConfig, path: str | None = None):
@@ -84,19 +112,23 @@ def warn(messages: list[str]) -> None:
 
 def simulate_task(cfg: DictConfig):
     """``memlens simulate``: one pass of the pipeline, records in the Hydra run dir."""
-    from memlens.tracking import log_report, mlflow_run
-    from memlens.writers import write_run
+    from memlens.interrupts import interruptible
+    from memlens.tracking import exit_if_required, log_report, mlflow_run
+    from memlens.writers import run_folder, write_run
 
     settings: RunConfig = resolve(cfg)
     trace = _load(settings)
     out_dir = _run_dir()
     resolved_yaml = OmegaConf.to_yaml(cfg, resolve=True)
     label = f"{settings.policy._target_.rsplit('.', 1)[-1]}@{settings.budget}"
-    with mlflow_run(settings.mlflow, run_name=label) as tracking:
+    with (
+        interruptible(),  # SIGTERM/SIGINT: MLflow run KILLED, folder untouched, exit 143/130
+        mlflow_run(settings.mlflow, run_name=label) as tracking,
+        run_folder(out_dir, _hydra_files()) as folder,  # swapped in whole at the end
+    ):
         done, report = run(settings, trace)
-        paths = write_run(out_dir, done, report, resolved_yaml)
-        if tracking is not None:
-            log_report(report, paths)
+        paths = write_run(folder, done, report, resolved_yaml)
+        log_report(tracking, report, paths)
     columns = ["policy", "budget", *summary_columns(settings.retrieval.enabled)]
     rows = [Row(report.row(), report)]
     print(format_table(shown_rows(rows, columns, None, VS_METRIC), columns))
@@ -106,6 +138,7 @@ def simulate_task(cfg: DictConfig):
     print(f"{report.overall['events']} events in {t['wall_s']:.3f} s "
           f"({rate} events/s, {t['engine']} engine); records in {out_dir}")  # fmt: skip
     warn(report.warnings)
+    exit_if_required(settings.mlflow, out_dir)
     return report
 
 
@@ -153,33 +186,41 @@ def add_differences(rows: list[Row], reference: str, cfg: StatsConfig) -> None:
         row.vs = differences(row.report.stream_parts, ref.report.stream_parts, cfg)
 
 
-def run_compare(settings: CompareConfig, cfg: DictConfig, name: str = "compare") -> list[Row]:
-    """Every (trace, policy, budget) job through the pipeline; compare.csv and compare.json."""
+def run_compare(settings: CompareConfig, cfg: DictConfig, name: str = "compare",
+                finish: Callable | None = None) -> list[Row]:  # fmt: skip
+    """Every (trace, policy, budget) job through the pipeline; compare.csv, compare.json and
+    whatever ``finish(rows, folder)`` adds, swapped into the run dir as one whole folder."""
+    from memlens.interrupts import interruptible
     from memlens.tracking import log_report, log_run, mlflow_run
+    from memlens.writers import run_folder
 
     jobs = list(compare_jobs(settings))
     for path in dict.fromkeys(job[0] for job in jobs):
         _load(settings, path)  # every trace validated before any job runs
     out_dir = _run_dir()
     rows: list[Row] = []
-    with mlflow_run(settings.mlflow, run_name=name) as parent:
+    with (
+        interruptible(),
+        mlflow_run(settings.mlflow, run_name=name) as parent,
+        run_folder(out_dir, _hydra_files()) as folder,
+    ):
         for path, policy_name, policy, budget in jobs:
             job = job_settings(settings, path, policy, budget)
             label = f"{policy_name}@{budget}"
-            with mlflow_run(settings.mlflow, run_name=label, nested=True) as child:
+            with mlflow_run(settings.mlflow, run_name=label, parent=parent) as child:
                 _, report = run(job, _load(job))
-                if child is not None:
-                    log_report(report)
+                log_report(child, report)
             warn([f"{label}: {w}" for w in report.warnings])
             rows.append(Row({**report.row(), "policy": policy_name}, report))
         if settings.reference is not None:
             add_differences(rows, settings.reference, settings.stats)
-        write_compare(out_dir, rows, settings.reference)
-        if parent is not None:
-            log_run({"traces": settings.traces or [settings.trace], "budgets": settings.budgets,
-                     "policies": settings.policies or registered_policies(),
-                     "policy_overrides": settings.policy_overrides}, {},
-                    [out_dir / "compare.csv"], OmegaConf.to_yaml(cfg, resolve=True))  # fmt: skip
+        write_compare(folder, rows, settings.reference)
+        if finish is not None:
+            finish(rows, folder)
+        log_run(parent, {"traces": settings.traces or [settings.trace], "budgets": settings.budgets,
+                         "policies": settings.policies or registered_policies(),
+                         "policy_overrides": settings.policy_overrides}, {},
+                [folder / "compare.csv"], OmegaConf.to_yaml(cfg, resolve=True))  # fmt: skip
     return rows
 
 
@@ -248,6 +289,8 @@ def interval_notes(rows: list[Row], columns: list[str], settings: CommonConfig,
 
 def compare_task(cfg: DictConfig) -> list[dict]:
     """``memlens compare``: every (trace, policy, budget) through the pipeline, one table."""
+    from memlens.tracking import exit_if_required
+
     settings: CompareConfig = resolve(cfg)
     rows = run_compare(settings, cfg)
     shown = ["trace", "policy", "budget", *summary_columns(settings.retrieval.enabled)]
@@ -258,11 +301,16 @@ def compare_task(cfg: DictConfig) -> list[dict]:
     for line in interval_notes(rows, shown, settings, ref, VS_METRIC):
         print(line)
     print(f"table written to {_run_dir() / 'compare.csv'}")
+    exit_if_required(settings.mlflow, _run_dir())
     return [r.values for r in rows]
 
 
 def candidates(settings: RecommendConfig) -> RecommendConfig:
     """The settings with ``policies`` = the listed (or every registered) policy not excluded."""
+    unknown = [p for p in settings.exclude if p not in registered_policies()]
+    if unknown:
+        raise SettingsError(f"exclude: unknown policy {unknown[0]!r} "
+                            f"(registered: {', '.join(registered_policies())})")  # fmt: skip
     names = [p for p in settings.policies or registered_policies() if p not in settings.exclude]
     if not names:
         raise SettingsError(f"no policy left to recommend once {settings.exclude} are excluded")
@@ -271,9 +319,9 @@ def candidates(settings: RecommendConfig) -> RecommendConfig:
     return settings
 
 
-def check_recommend(cfg: DictConfig) -> None:
-    """compare's checks, and a quality and a cost metric that can be bootstrapped."""
-    check_compare(cfg)
+def check_recommend(cfg: DictConfig) -> Callable[[], None]:
+    """compare's checks of the candidate policies, and a quality and a cost metric that can be
+    bootstrapped; returns the deferred trace parse."""
     settings = candidates(resolve(cfg))
     for key, role, better in ((settings.metric, "metric", True),
                               (settings.cost or default_cost(), "cost", False)):  # fmt: skip
@@ -287,18 +335,26 @@ def check_recommend(cfg: DictConfig) -> None:
         if key not in fits:
             raise SettingsError(f"{role}={key} must be {'higher' if better else 'lower'}-is-better "
                                 f"and decompose over streams (choose from {', '.join(fits)})")  # fmt: skip
+    return check_jobs(settings, settings.policies)
 
 
 def recommend_task(cfg: DictConfig) -> dict:
     """``memlens recommend``: compare's jobs, then the cheapest setting that meets the target."""
+    from memlens.tracking import exit_if_required
+
     settings = candidates(resolve(cfg))
-    rows = run_compare(settings, cfg, name="recommend")
     columns = ["trace", "policy", "budget", *report_columns()]
-    data = [r.to_json(columns, settings.reference) for r in rows]
     choice = Choice(settings.metric, settings.target, settings.cost or default_cost())
-    doc = recommend(data, choice, settings.stats)
+    made = {}
+
+    def write_recommendation(rows: list[Row], folder: Path) -> None:  # in compare's run folder
+        made["data"] = [r.to_json(columns, settings.reference) for r in rows]
+        made["doc"] = recommend(made["data"], choice, settings.stats)
+        write_json(folder / "recommend.json", made["doc"])
+
+    run_compare(settings, cfg, name="recommend", finish=write_recommendation)
     out = _run_dir() / "recommend.json"
-    write_json(out, doc)
-    print(render(doc, data, settings.stats))
+    print(render(made["doc"], made["data"], settings.stats))
     print(f"\nrecommendation written to {out} (every run: compare.csv, compare.json)")
-    return doc
+    exit_if_required(settings.mlflow, _run_dir())
+    return made["doc"]

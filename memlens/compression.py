@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -64,7 +64,10 @@ class CompressionConfig:
     """The ``compression:`` settings block (typed; checked when it is built)."""
 
     default: str = "none"  # none | summary | entities | pointer
-    by_type: dict[str, str] | None = None  # e.g. {llm_thought: summary, tool_result: pointer}
+    # per item type, null = `default`: compression.by_type={llm_thought: summary} or
+    # compression.by_type.tool_result=pointer.  Every type is listed (not a null dict) because
+    # Hydra can neither merge a dict into a null node nor add a key to a typed one.
+    by_type: dict[str, str | None] = field(default_factory=lambda: dict.fromkeys(ITEM_TYPES))
     low_value_threshold: float | None = None  # items whose static value is below this ...
     low_value_strategy: str = "summary"  # ... use this strategy
     summary_fraction: float = 0.2  # a summary keeps this share of the tokens
@@ -80,7 +83,8 @@ class CompressionConfig:
                 raise CompressionError(
                     f"compression.by_type: unknown item type {t!r} (types: {', '.join(ITEM_TYPES)})"
                 )
-            named[f"compression.by_type.{t}"] = v
+            if v is not None:
+                named[f"compression.by_type.{t}"] = v
         for key, v in named.items():
             if v not in STRATEGIES:
                 raise CompressionError(f"{key} must be one of {', '.join(STRATEGIES)}, got {v!r}")
@@ -88,11 +92,20 @@ class CompressionConfig:
             raise CompressionError(
                 f"compression.summary_fraction must be in (0, 1], got {self.summary_fraction}"
             )
+        if self.low_value_threshold is not None and not math.isfinite(self.low_value_threshold):
+            raise CompressionError(
+                "compression.low_value_threshold must be a finite number or null, "
+                f"got {self.low_value_threshold}"
+            )
+
+    def chosen_by_type(self) -> dict[str, str]:
+        """The item types given their own strategy (the others use ``default``)."""
+        return {t: v for t, v in (self.by_type or {}).items() if v is not None}
 
     @property
     def stores_in_full(self) -> bool:
         """True when every item is stored as ``none`` (nothing is compressed)."""
-        chosen = [self.default, *(self.by_type or {}).values()]
+        chosen = [self.default, *self.chosen_by_type().values()]
         if self.low_value_threshold is not None:
             chosen.append(self.low_value_strategy)
         return all(v == "none" for v in chosen)
@@ -104,7 +117,7 @@ class Compressor:
     def __init__(self, trace: Trace, cfg: CompressionConfig, values: np.ndarray):
         self.cfg = cfg
         codes = np.full(trace.n_items, STRATEGIES.index(cfg.default), dtype=np.int8)
-        for t, v in (cfg.by_type or {}).items():
+        for t, v in cfg.chosen_by_type().items():
             codes[trace.item_type == ITEM_TYPES.index(t)] = STRATEGIES.index(v)
         if cfg.low_value_threshold is not None:
             codes[values < float(cfg.low_value_threshold)] = STRATEGIES.index(

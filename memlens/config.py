@@ -52,16 +52,37 @@ def compose_config(config_name: str, overrides: list[str] = ()):
     The one way MemLens composes configs: the CLI's pre-flight checks, every ``compare`` job,
     tests and notebooks all call this.
     """
-    from hydra import compose, initialize_config_dir
+    from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
     from memlens.settings import register_configs
 
     register_configs()
     if GlobalHydra.instance().is_initialized():
-        return compose(config_name=config_name, overrides=list(overrides))
+        return _compose_strict(config_name, list(overrides))
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(config_name=config_name, overrides=list(overrides))
+        return _compose_strict(config_name, list(overrides))
+
+
+def _compose_strict(config_name: str, overrides: list[str]):
+    """Hydra's ``compose``, then the boolean settings read strictly, as they were written on
+    the command line and in the chosen YAML files (``memlens.setting_values``)."""
+    from hydra import compose
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import open_dict
+
+    from memlens.setting_values import check_file_booleans, check_override_booleans
+
+    cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
+    choices = OmegaConf.to_container(cfg.hydra.runtime.choices)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    check_override_booleans(cfg, overrides)
+    # the repository as this composition saw it (hydra.searchpath overrides included)
+    loader = GlobalHydra.instance().config_loader()
+    _, repository = loader._parse_overrides_and_create_caching_repo(config_name, overrides)
+    check_file_booleans(cfg, choices, repository)
+    return cfg
 
 
 def run_settings(overrides: list[str] = ()):

@@ -19,6 +19,7 @@ Bad input exits 2 with one ``error:`` line on stderr, before anything is written
 from __future__ import annotations
 
 import sys
+import zlib
 from collections.abc import Callable
 from dataclasses import MISSING as NO_DEFAULT
 from dataclasses import fields
@@ -32,6 +33,8 @@ from memlens.cli import error_message, run_hydra
 from memlens.datasets import datacommands
 from memlens.datasets.archetypes import GENERATORS
 from memlens.datasets.datacommands import DATASETS, ConvertSettings, StatsSettings
+from memlens.pathcheck import check_input_file, check_output_file
+from memlens.setting_values import check_numbers
 from memlens.tokenizer import TokenizerUnavailable
 
 USAGE = """usage: memlens data <command> [key=value ...]     (Hydra overrides, as for simulate)
@@ -51,7 +54,10 @@ COMMANDS: dict[str, Callable] = {
     "stats": datacommands.stats,
 }
 DEFAULT_ARCHETYPE = "simple"
-ERRORS = (ValueError, OSError, TokenizerUnavailable, OmegaConfBaseException)
+# what reading a user's file can raise besides ValueError/OSError (whose messages name the
+# file): a number too large for an int64 column, a truncated gzip stream
+ERRORS = (ValueError, OSError, OverflowError, EOFError, zlib.error, TokenizerUnavailable,
+          OmegaConfBaseException)  # fmt: skip
 
 
 class UsageError(ValueError):
@@ -121,7 +127,8 @@ usage: memlens data stats trace=PATH [json=true]
 
 
 def generate_help() -> str:
-    out = [f"  {'out=???':<26} {datacommands.OUT_HELP}"]
+    out = [f"  {'out=???':<26} {datacommands.OUT_HELP}",
+           f"  {'overwrite=false':<26} {datacommands.OVERWRITE_HELP}"]  # fmt: skip
     return _help(GENERATE_HEAD, out, "archetype", GENERATORS, default=DEFAULT_ARCHETYPE)
 
 
@@ -192,14 +199,33 @@ def resolve(cfg):
     return OmegaConf.to_object(cfg)
 
 
+def check(cfg) -> None:
+    """Everything a data command can check before it starts: the typed settings
+    (:func:`resolve`), every number finite and within 64 bits, the files it reads (regular,
+    readable) and the file it writes (absent unless ``overwrite=true``)."""
+    settings = resolve(cfg)
+    check_numbers(settings)
+    for key in ("src", "trace"):
+        if hasattr(settings, key):
+            check_input_file(key, getattr(settings, key))
+    if hasattr(settings, "out"):
+        check_output_file("out", settings.out, settings.overwrite)
+
+
 def _task(command: str) -> Callable[[DictConfig], None]:
     body = COMMANDS[command]
 
     def task(cfg: DictConfig) -> None:
+        settings = resolve(cfg)
         try:
-            text = body(resolve(cfg))
+            text = body(settings)
         except ERRORS as exc:
-            print(f"error: {error_message(exc)}", file=sys.stderr)
+            message = error_message(exc)
+            source = next((f"{k}={getattr(settings, k)}" for k in ("trace", "src")
+                           if hasattr(settings, k)), None)  # fmt: skip
+            if source and not isinstance(exc, (ValueError, OSError, OmegaConfBaseException)):
+                message = f"{source}: cannot be read: {message}"
+            print(f"error: {message}", file=sys.stderr)
             sys.exit(2)
         print(text)
 
@@ -221,7 +247,7 @@ def main(argv: list[str]) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
-        run_hydra(f"data_{command}", _task(command), rest, check=resolve)
+        run_hydra(f"data_{command}", _task(command), rest, check=check)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else int(exc.code is not None)
     return 0

@@ -19,7 +19,9 @@ Embedders (``embeddings.kind``):
 Every vector is L2-normalised, so a dot product is the cosine similarity the index uses.
 Results are cached as ``<cache_dir>/<key>.npz`` where the key hashes the trace's sha256, the
 embedder settings that change the vectors (``kind``, ``dim``, ``model``, the corpus's content)
-and the run's seed; a changed setting, seed or trace is a new key.
+and the run's seed; a changed setting, seed or trace is a new key.  Entries are stored through
+``memlens.safecache`` (no pickle, checksummed): a damaged one is discarded with one warning and
+computed again.
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
-from memlens.atomic import atomic_path
+from memlens import safecache
 from memlens.cachedir import cache_dir
+from memlens.setting_values import number
 from memlens.trace import Trace
 
 EMBEDDER_VERSION = 1  # bump when the computation changes, so old cache files are not reused
@@ -60,8 +63,12 @@ class EmbeddingsConfig:
             raise EmbeddingError(
                 f"embeddings.kind must be one of {', '.join(KINDS)}, got {self.kind!r}"
             )
-        if self.dim <= 0:
-            raise EmbeddingError(f"embeddings.dim must be positive, got {self.dim}")
+        try:
+            number("embeddings.dim", self.dim, low=1, integer=True)
+        except ValueError as exc:
+            raise EmbeddingError(str(exc)) from None
+        if self.kind == "sentence" and not self.model:
+            raise EmbeddingError("embeddings.kind=sentence needs embeddings.model (a local model)")
 
 
 @dataclass
@@ -83,10 +90,14 @@ def _normalise(x: np.ndarray) -> np.ndarray:
     return (x / norms).astype(np.float32)
 
 
+CACHE_KIND = "embeddings"  # memlens.safecache's kind (and the cache sub-folder)
+
+
 def _cache_key(trace: Trace, cfg: EmbeddingsConfig, seed: int) -> str:
     """Hash of what changes the vectors: the settings below, the seed, the trace and corpus."""
     parts = {"kind": cfg.kind, "dim": cfg.dim, "seed": seed, "model": cfg.model}
     parts["version"] = EMBEDDER_VERSION
+    parts["store"] = safecache.FORMAT  # a new entry format is a new key, not a "corrupt" entry
     parts["trace"] = trace.sha256
     if cfg.corpus:
         parts["corpus"] = hashlib.sha256(Path(cfg.corpus).read_bytes()).hexdigest()
@@ -95,7 +106,7 @@ def _cache_key(trace: Trace, cfg: EmbeddingsConfig, seed: int) -> str:
 
 
 def default_cache_dir() -> Path:
-    return cache_dir("embeddings")
+    return cache_dir(CACHE_KIND)
 
 
 def embed_trace(trace: Trace, cfg: EmbeddingsConfig | None = None, seed: int = 0) -> Embeddings:
@@ -108,16 +119,31 @@ def embed_trace(trace: Trace, cfg: EmbeddingsConfig | None = None, seed: int = 0
     if cfg.cache:
         where = Path(os.path.expanduser(cfg.cache_dir)) if cfg.cache_dir else default_cache_dir()
         path = where / f"{_cache_key(trace, cfg, seed)}.npz"
-        if path.exists():
-            with np.load(path) as z:
-                return Embeddings(z["items"], z["requests"], cfg.kind, str(path))
+        cached = safecache.load(path, CACHE_KIND, _decoder(trace, cfg.kind, path))
+        if cached is not None:
+            return cached
     items, requests = _compute(trace, cfg, seed)
     emb = Embeddings(_normalise(items), _normalise(requests), cfg.kind, str(path) if path else None)
     if path is not None:
-        with atomic_path(path) as tmp:
-            with open(tmp, "wb") as fh:
-                np.savez(fh, items=emb.items, requests=emb.requests)
+        arrays = {"items": emb.items, "requests": emb.requests}
+        safecache.store(path, CACHE_KIND, arrays, {"kind": cfg.kind})
     return emb
+
+
+def _decoder(trace: Trace, kind: str, path: Path):
+    """Checks a cached entry against the trace (one row per item and request, float32)."""
+
+    def decode(arrays: dict, meta: dict) -> Embeddings:
+        items, requests = arrays["items"], arrays["requests"]
+        if meta["kind"] != kind or items.dtype != np.float32 or requests.dtype != np.float32:
+            raise ValueError(f"not {kind} float32 vectors")
+        if items.ndim != 2 or requests.ndim != 2 or items.shape[1] != requests.shape[1]:
+            raise ValueError("the vectors are not two matrices of one width")
+        if (len(items), len(requests)) != (trace.n_items, trace.n_requests):
+            raise ValueError("the vectors do not match the trace's items and requests")
+        return Embeddings(items, requests, kind, str(path))
+
+    return decode
 
 
 def _compute(trace: Trace, cfg: EmbeddingsConfig, seed: int) -> tuple[np.ndarray, np.ndarray]:

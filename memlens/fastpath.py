@@ -61,9 +61,9 @@ def _replay(
     array argument of a helper as a struct per call, and a helper per event kind halved the
     events per second (measured); allocating the state outside cost a fifth on LRU."""
     n_items = item_tokens.shape[0]
-    prev, nxt = np.full(n_items, -1, np.int64), np.full(n_items, -1, np.int64)
+    prev, nxt = np.full(n_items, -1, np.int32), np.full(n_items, -1, np.int32)
     in_wm, pinned = np.zeros(n_items, np.uint8), np.zeros(n_items, np.uint8)
-    uses_seen = np.zeros(n_items, np.int64)
+    uses_seen = np.zeros(n_items, np.int32)
     head, tail = np.full(n_streams, -1, np.int64), np.full(n_streams, -1, np.int64)
     used, pinned_tok = np.zeros(n_streams, np.int64), np.zeros(n_streams, np.int64)
     m = 0
@@ -167,10 +167,17 @@ def _warm_up() -> None:
     i64, i32, i8, u8 = np.int64, np.int32, np.int8, np.uint8
     z = np.zeros
     _replay(
-        z(0, i8), z(0, i32), z(0, i32), z(0, i64), z(1, i64), z(0, i32), z(0, i64), 1, 1,
+        z(0, i8), z(0, i32), z(0, i32), z(0, i64), z(1, i64), z(0, i32), z(0, i32), 1, 1,
         False, False, z(0, u8), z(0, i64), z(0, i64), z(1, i64), z(1, i64),
         z(1, i64), z(1, i32), z(1, i8),
     )  # fmt: skip
+
+
+def _shrink(a: np.ndarray, m: int) -> np.ndarray:
+    """``a[:m]`` without a copy: the buffer is cut in place (its capacity was an upper bound
+    on the moves, about twice the real number; a copy would hold both at once)."""
+    a.resize(m, refcheck=False)
+    return a
 
 
 def simulate_fast(trace: Trace, kernel: str, name: str, budget: int, demand_fetch: bool):
@@ -178,7 +185,9 @@ def simulate_fast(trace: Trace, kernel: str, name: str, budget: int, demand_fetc
     if kernel not in KERNEL_NAMES:
         raise ValueError(f"unknown fast kernel {kernel!r}")
     n_pins = int(np.count_nonzero(trace.ev_kind == EventKind.PIN))
-    cap = 2 * (trace.n_items + trace.n_references + n_pins) + 1
+    # moves: one per write, one per fetch or pin, and at most one eviction per entry into WM
+    fetches = trace.n_references if demand_fetch else 0
+    cap = 2 * (trace.n_items + fetches + n_pins) + 1
     need_hit = np.zeros(trace.n_references, np.uint8)
     ctx = np.zeros(trace.n_requests, np.int64)
     pinned_at = np.zeros(trace.n_requests, np.int64)
@@ -208,8 +217,8 @@ def simulate_fast(trace: Trace, kernel: str, name: str, budget: int, demand_fetc
         pinned_tokens=pinned_at,
         evictions=evictions,
         false_evictions=false_ev,
-        move_event=mv_event[:m].copy(),
-        move_item=mv_item[:m].copy(),
-        move_kind=mv_kind[:m].copy(),
+        move_event=_shrink(mv_event, m),
+        move_item=_shrink(mv_item, m),
+        move_kind=_shrink(mv_kind, m),
         wall_s=wall,
     )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import typing
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from functools import cache
@@ -173,75 +174,108 @@ def generate_simple(**knobs) -> Iterator[dict]:
 
 
 def _simple_events(k: SimpleKnobs) -> Iterator[dict]:
-    """The ``simple`` generator's loop: one sequence of random draws (their order is the trace)."""
+    """The ``simple`` generator's loop: one sequence of random draws (their order is the trace).
+
+    A need may be any earlier item of its stream, so the generator remembers every item, but
+    compactly (``_SimpleStream``: a few bytes per item, no Python object per event), and yields
+    each event as it is drawn: nine million events take tens of MB, not gigabytes.
+    """
     streams, request_share, pin_rate, max_pins = k.streams, k.request_share, k.pin_rate, k.max_pins
     rng = np.random.default_rng(k.seed)
-    written: list[list[str]] = [[] for _ in range(streams)]
-    words: list[dict[str, list[str]]] = [{} for _ in range(streams)]
-    pinned: list[list[str]] = [[] for _ in range(streams)]
-    user_inputs: list[list[str]] = [[] for _ in range(streams)]  # pins go to what a user said
+    code = "i" if k.events_per_stream < 2**31 else "q"  # counters fit int32: 4 bytes each
+    state = [_SimpleStream(f"s{s}", code) for s in range(streams)]
     clock = np.zeros(streams)
-    counters = [0] * streams
-    total = streams * k.events_per_stream
-    for n in range(total):
+    for n in range(streams * k.events_per_stream):
         s = n % streams
-        name = f"s{s}"
+        st = state[s]
         clock[s] += float(rng.exponential(30.0))
         t = round(float(clock[s]), 3)
-        c = counters[s]
-        counters[s] += 1
-        have = written[s]
+        c = st.counter
+        st.counter += 1
         roll = rng.random()
-        if have and roll < pin_rate:
-            if pinned[s] and (len(pinned[s]) >= max_pins or rng.random() < 0.5):
-                yield {"event": "unpin", "target": pinned[s].pop(0), "t": t}
-            else:
-                users = user_inputs[s]
-                target = users[int(rng.integers(len(users)))] if users else None
-                if target is not None and target not in pinned[s]:
-                    pinned[s].append(target)
-                    yield {"event": "pin", "target": target, "t": t}
+        if st.written and roll < pin_rate:
+            event = _simple_pin(st, rng, max_pins, t)
+            if event is not None:
+                yield event
             continue
-        if have and roll < pin_rate + request_share:
-            n_needs = int(rng.integers(1, k.max_needs + 1))
-            needs = []
-            for _ in range(n_needs):
-                if rng.random() < k.long_range_share:
-                    j = int(rng.integers(len(have)))
-                else:
-                    j = len(have) - 1 - min(len(have) - 1, int(rng.geometric(k.recency_p)) - 1)
-                needs.append(have[j])
-            needs = list(dict.fromkeys(needs))
-            text = " ".join(w for i in needs for w in words[s][i]) or "continue"
-            yield {
-                "event": "request",
-                "id": f"{name}-r{c}",
-                "stream": name,
-                "t": t,
-                "needs": needs,
-                "text": f"use {text}",
-            }
+        if st.written and roll < pin_rate + request_share:
+            yield _simple_request(st, k, rng, c, t)
             continue
-        ty = int(rng.choice(4, p=TYPE_WEIGHTS))
-        type_name = ITEM_TYPES[ty]
-        tokens = max(1, int(rng.lognormal(np.log(MEAN_TOKENS[ty]), k.token_sigma)))
-        topic = [TOPICS[int(i)] for i in rng.integers(len(TOPICS), size=2)]
-        lead = CONTENT[type_name][int(rng.integers(len(CONTENT[type_name])))]
-        number = int(rng.integers(1000, 99999))
-        ident = f"{name}-m{c}"
-        cost = round(float(rng.lognormal(-5.0, 1.0)), 6) if type_name == "tool_result" else 0.0
-        have.append(ident)
-        if type_name == "user_input":
-            user_inputs[s].append(ident)
-        words[s][ident] = topic
-        yield {
-            "event": "write",
-            "id": ident,
-            "stream": name,
-            "t": t,
-            "type": type_name,
-            "tokens": tokens,
-            "cost": cost,
-            "task": f"task-{name}",
-            "text": f"{lead} {topic[0]} {topic[1]} #{number}",
-        }
+        yield _simple_write(st, k, rng, c, t)
+
+
+class _SimpleStream:
+    """One stream's memory in the ``simple`` generator: for every item written so far its
+    event counter (its id is ``<stream>-m<counter>``) and its two topic words (as indices into
+    TOPICS); the counters of its user inputs; the user inputs pinned now."""
+
+    def __init__(self, name: str, code: str = "q"):
+        self.name = name
+        self.counter = 0
+        self.written = array(code)  # counter of every item, in write order
+        self.topics = array("B")  # two TOPICS indices per item
+        self.user_inputs = array(code)  # counters of the user inputs (pins go to them)
+        self.pinned: list[str] = []
+
+    def item(self, j: int) -> str:
+        return f"{self.name}-m{self.written[j]}"
+
+
+def _simple_pin(st: _SimpleStream, rng, max_pins: int, t: float) -> dict | None:
+    """A pin of a random user input, or an unpin of the oldest pin (None: nothing to do)."""
+    pinned = st.pinned
+    if pinned and (len(pinned) >= max_pins or rng.random() < 0.5):
+        return {"event": "unpin", "target": pinned.pop(0), "t": t}
+    users = st.user_inputs
+    target = f"{st.name}-m{users[int(rng.integers(len(users)))]}" if users else None
+    if target is not None and target not in pinned:
+        pinned.append(target)
+        return {"event": "pin", "target": target, "t": t}
+    return None
+
+
+def _simple_request(st: _SimpleStream, k: SimpleKnobs, rng, c: int, t: float) -> dict:
+    n_have = len(st.written)
+    picks = []
+    for _ in range(int(rng.integers(1, k.max_needs + 1))):
+        if rng.random() < k.long_range_share:
+            picks.append(int(rng.integers(n_have)))
+        else:
+            picks.append(n_have - 1 - min(n_have - 1, int(rng.geometric(k.recency_p)) - 1))
+    picks = list(dict.fromkeys(picks))  # a repeated need once (positions are ids one to one)
+    topics = st.topics
+    text = " ".join(TOPICS[topics[2 * j + w]] for j in picks for w in (0, 1)) or "continue"
+    return {
+        "event": "request",
+        "id": f"{st.name}-r{c}",
+        "stream": st.name,
+        "t": t,
+        "needs": [st.item(j) for j in picks],
+        "text": f"use {text}",
+    }
+
+
+def _simple_write(st: _SimpleStream, k: SimpleKnobs, rng, c: int, t: float) -> dict:
+    ty = int(rng.choice(4, p=TYPE_WEIGHTS))
+    type_name = ITEM_TYPES[ty]
+    tokens = max(1, int(rng.lognormal(np.log(MEAN_TOKENS[ty]), k.token_sigma)))
+    topic = [int(i) for i in rng.integers(len(TOPICS), size=2)]
+    lead = CONTENT[type_name][int(rng.integers(len(CONTENT[type_name])))]
+    number = int(rng.integers(1000, 99999))
+    cost = round(float(rng.lognormal(-5.0, 1.0)), 6) if type_name == "tool_result" else 0.0
+    st.written.append(c)
+    st.topics.extend(topic)
+    if type_name == "user_input":
+        st.user_inputs.append(c)
+    name = st.name
+    return {
+        "event": "write",
+        "id": f"{name}-m{c}",
+        "stream": name,
+        "t": t,
+        "type": type_name,
+        "tokens": tokens,
+        "cost": cost,
+        "task": f"task-{name}",
+        "text": f"{lead} {TOPICS[topic[0]]} {TOPICS[topic[1]]} #{number}",
+    }

@@ -54,11 +54,13 @@ ones that may differ between two runs of the same config and seed; they are kept
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from memlens.features import type_array
+from memlens.packed import StringLists, TakenStrings
 from memlens.registry import Metric, computed, metric, register, stream_parts
 from memlens.settings import CostsConfig
 from memlens.simulator import SimResult
@@ -122,17 +124,30 @@ def annotated_values(trace: Trace) -> np.ndarray:
 def needed_references(trace: Trace, result: SimResult, price_per_mtok: float,
                       costs: CostsConfig) -> References:  # fmt: skip
     """Every needed reference of a replay with its miss cost, miss latency and value."""
-    item = trace.needs.astype(np.int64)
+    miss_usd, miss_s = miss_costs(trace, price_per_mtok, costs)
+    value = annotated_values(trace)  # NaN where no annotation: the type's weight
+    unvalued = np.isnan(value)
+    kind = trace.item_type[trace.needs[unvalued]]
+    value[unvalued] = type_array(costs.value_weight, "costs.value_weight")[kind]
+    return References(trace.needs, result.need_hit.astype(bool), miss_usd, miss_s, value)
+
+
+def miss_costs(trace: Trace, price_per_mtok: float, costs: CostsConfig, lo: int = 0,
+               hi: int | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Per needed reference (``lo:hi``): what missing it costs in USD (re-getting the item, its
+    cost or re-reading its tokens, plus the type's penalty) and in seconds.
+
+    Built in place (same values as ``np.where``): a large run has tens of millions of
+    references, and every temporary column costs 8 bytes per reference."""
+    item = trace.needs[lo:hi]
     kind = trace.item_type[item]
-    cost = trace.item_cost[item]
+    miss_usd = trace.item_cost[item]  # reget: the item's cost, or re-reading it when it has none
     reread = trace.item_tokens[item] * float(price_per_mtok) / 1e6
-    reget = np.where(cost > 0, cost, reread)
-    miss_usd = reget + type_array(costs.miss_penalty_usd, "costs.miss_penalty_usd")[kind]
+    np.copyto(miss_usd, reread, where=~(miss_usd > 0))
+    del reread
+    miss_usd += type_array(costs.miss_penalty_usd, "costs.miss_penalty_usd")[kind]
     miss_s = type_array(costs.miss_latency_s, "costs.miss_latency_s")[kind]
-    annotated = annotated_values(trace)
-    weight = type_array(costs.value_weight, "costs.value_weight")[kind]
-    value = np.where(np.isnan(annotated), weight, annotated)
-    return References(item, result.need_hit.astype(bool), miss_usd, miss_s, value)
+    return miss_usd, miss_s
 
 
 @dataclass
@@ -391,17 +406,19 @@ def compute_metrics(
         int(result.evictions.sum()), int(result.false_evictions.sum()),
         result.budget, price_per_mtok, refs, costs,
     ))  # fmt: skip
-    groups = []
     ev_counts = np.bincount(trace.ev_stream, minlength=trace.n_streams)
-    for s in range(trace.n_streams):
+    streams, per_stream = {}, []
+    for s, name in enumerate(trace.stream_names):  # one stream's group alive at a time
         mask = trace.req_stream == s
-        groups.append(RequestGroup(
+        g = RequestGroup(
             int(ev_counts[s]), needs_count[mask], hits[mask], ctx[mask],
             result.pinned_tokens[mask], int(result.evictions[s]),
             int(result.false_evictions[s]), result.budget, price_per_mtok,
             refs.select(mask[trace.need_request]), costs,
-        ))  # fmt: skip
-    streams = {name: _summary(g) for name, g in zip(trace.stream_names, groups)}
+        )  # fmt: skip
+        streams[name] = _summary(g)
+        per_stream.append(stream_parts([g]))
+    del refs
     everything = np.ones(trace.n_requests, dtype=bool)
     overall.update(_retrieval_summary(trace, result, retrieval, everything, price_per_mtok))
     for s, name in enumerate(trace.stream_names):
@@ -423,41 +440,75 @@ def compute_metrics(
             "index_query_ms_p95": _pct(retrieval.index_ms[retrieval.index_ms > 0], 95),
             "index_build_s": retrieval.build_s,
         })  # fmt: skip
-    parts = stream_parts(groups)  # in trace.stream_names order, for memlens.stats
+    parts = _joined_parts(per_stream)  # in trace.stream_names order, for memlens.stats
     return {"overall": overall, "streams": streams, "timing": timing, "stream_parts": parts}
 
 
-def _ids_per_request(trace: Trace, mask: np.ndarray) -> list[list[str]]:
-    """Per request, the ids of its needed items where ``mask`` (per reference) holds."""
-    ids = np.asarray(trace.item_id, dtype=object)[trace.needs[mask]]
+def _joined_parts(per_stream: list[dict]) -> dict:
+    """``stream_parts(groups)`` from each group's own ``stream_parts([group])``."""
+    if not per_stream:
+        return stream_parts([])
+    return {key: (np.concatenate([p[key][0] for p in per_stream]),
+                  None if den is None else np.concatenate([p[key][1] for p in per_stream]))
+            for key, (_, den) in per_stream[0].items()}  # fmt: skip
+
+
+def _ids_per_request(trace: Trace, mask: np.ndarray | None) -> StringLists:
+    """Per request, the ids of its needed items where ``mask`` (per reference; None: all)
+    holds: a list of lists to read, gathered from the packed ids only when read or written (a
+    Python list per request and a ``str`` per id would dominate a large run's memory)."""
+    if mask is None:
+        return StringLists(trace.item_id, trace.needs, trace.needs_ptr)
     counts = np.bincount(trace.need_request[mask], minlength=trace.n_requests)
-    parts = np.split(ids, np.cumsum(counts)[:-1]) if trace.n_requests else []
-    return [part.tolist() for part in parts]
+    ptr = np.zeros(trace.n_requests + 1, dtype=np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    return StringLists(trace.item_id, trace.needs[mask], ptr)
+
+
+def _request_miss_costs(trace: Trace, missed: np.ndarray, price_per_mtok: float,
+                        costs: CostsConfig) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Per request, the miss cost (USD) and latency (s) of its missed needs: summed a block
+    of requests at a time (a request's references in one block, added in order from 0.0,
+    so the sums are those of one pass), to keep the per-reference columns small."""
+    usd, sec = np.zeros(trace.n_requests), np.zeros(trace.n_requests)
+    ptr = trace.needs_ptr
+    for lo in range(0, trace.n_requests, _REQUEST_BLOCK):
+        hi = min(trace.n_requests, lo + _REQUEST_BLOCK)
+        a, b = int(ptr[lo]), int(ptr[hi])
+        ref_usd, ref_s = miss_costs(trace, price_per_mtok, costs, a, b)
+        ref_usd *= missed[a:b]
+        ref_s *= missed[a:b]
+        owner = trace.need_request[a:b] - lo
+        usd[lo:hi] = np.bincount(owner, weights=ref_usd, minlength=hi - lo)
+        sec[lo:hi] = np.bincount(owner, weights=ref_s, minlength=hi - lo)
+    return usd, sec
+
+
+_REQUEST_BLOCK = 1 << 18
 
 
 def per_request_table(
     trace: Trace, result: SimResult, retrieval=None, price_per_mtok: float = 3.0,
     costs: CostsConfig | None = None,
-) -> dict[str, np.ndarray | list]:  # fmt: skip
-    """Columns of the per-request record (written as Parquet by ``memlens.writers``).
+) -> dict[str, np.ndarray | Sequence]:  # fmt: skip
+    """Columns of the per-request record (written as Parquet by ``memlens.writers``); id
+    columns are list-like views (``memlens.packed``) that compare equal to lists.
 
     ``needed_ids`` / ``hit_ids`` / ``missed_ids``: item ids in ``needs`` order (a repeated id
     once); ``miss_cost_usd`` / ``miss_latency_s``: the request's share of those metrics.
     """
     hits = request_hits(trace, result)
     needs_count = trace.req_needs_count
-    refs = needed_references(trace, result, price_per_mtok,
-                             costs if costs is not None else CostsConfig())  # fmt: skip
-    missed = ~refs.hit
+    hit = result.need_hit.astype(bool)
+    miss_usd, miss_s = _request_miss_costs(trace, ~hit, price_per_mtok,
+                                           costs if costs is not None else CostsConfig())  # fmt: skip
     per_request = {
-        "needed_ids": _ids_per_request(trace, np.ones(trace.n_references, dtype=bool)),
-        "hit_ids": _ids_per_request(trace, refs.hit),
-        "missed_ids": _ids_per_request(trace, missed),
-        "miss_cost_usd": np.bincount(trace.need_request, weights=refs.miss_usd * missed,
-                                     minlength=trace.n_requests),
-        "miss_latency_s": np.bincount(trace.need_request, weights=refs.miss_s * missed,
-                                      minlength=trace.n_requests),
-    }  # fmt: skip
+        "needed_ids": _ids_per_request(trace, None),
+        "hit_ids": _ids_per_request(trace, hit),
+        "missed_ids": _ids_per_request(trace, ~hit),
+        "miss_cost_usd": miss_usd,
+        "miss_latency_s": miss_s,
+    }
     extra = {}
     if retrieval is not None:
         extra = {
@@ -469,7 +520,7 @@ def per_request_table(
         }  # fmt: skip
     return {
         "request_id": trace.req_id,
-        "stream": [trace.stream_names[s] for s in trace.req_stream.tolist()],
+        "stream": TakenStrings(trace.stream_names, trace.req_stream),
         "event": trace.req_event,
         "t": trace.req_t,
         "needs": needs_count,

@@ -42,21 +42,31 @@ from memlens.stats import intervals
 from memlens.tiers import TIER_NAMES, TierLog, replay_tiers
 from memlens.trace import Trace
 from memlens.trace_cache import load_trace_cached
+from memlens.trace_io import TraceError, check_trace_file
 
 _TRACES: dict[tuple[str, bool], Trace] = {}
 
 
 # ------------------------------------------------------------------ 2. load trace
-def load_trace(settings: CommonConfig, path: str | None = None) -> Trace:
+def load_trace(settings: CommonConfig, path: str | None = None,
+               allow_no_requests: bool = False) -> Trace:  # fmt: skip
     """The run's trace (``path`` or ``settings.trace``), parsed once per process.
 
-    Raises ``memlens.trace_io.TraceError`` naming file, line and field.
+    Raises ``memlens.trace_io.TraceError`` naming file, line and field; the file is checked
+    (a regular file, not a directory, FIFO or device) before the cache reads it.  A trace
+    without a request has nothing to replay (every metric would be null): that is an error
+    too, unless ``allow_no_requests``.
     """
     path = str(path or settings.trace)
+    check_trace_file(path)
     key = (str(Path(path).resolve()), bool(settings.trace_cache))
     if key not in _TRACES:
         _TRACES[key] = load_trace_cached(path, enabled=settings.trace_cache)
-    return _TRACES[key]
+    trace = _TRACES[key]
+    if trace.n_requests == 0 and not allow_no_requests:
+        raise TraceError(path, 0, None, "no requests in the trace: nothing to replay "
+                                        f"({trace.n_events} events, none a request)")  # fmt: skip
+    return trace
 
 
 # ---------------------------------------------------------------------- 3. replay

@@ -3,8 +3,10 @@
 The dataclasses here (and the blocks they nest, each defined next to the component it
 configures) are the schema: Hydra and OmegaConf check types, defaults and unknown keys once,
 when a command's config is composed.  :func:`resolve` then turns the composed config into
-these objects, which runs every ``__post_init__`` range check, before any work starts.
-Nothing downstream reads a raw ``DictConfig``.
+these objects, which runs every ``__post_init__`` range check, then refuses any non-finite
+float or beyond-64-bit int left anywhere (policy parameters too), before any work starts.
+Booleans are read strictly when the config is composed (``memlens.setting_values``: ``true``
+or ``false``, never ``no`` or ``1``).  Nothing downstream reads a raw ``DictConfig``.
 
 Policies are typed the same way: each ``conf/policy/<name>.yaml`` names its class with
 ``_target_``, and :func:`policy_schema` derives the schema from that class's constructor
@@ -30,6 +32,7 @@ from memlens.embeddings import EmbeddingsConfig
 from memlens.features import DEFAULT_TYPE_BASE
 from memlens.oracle.solve import OracleSettings
 from memlens.retrieval.config import RetrievalConfig
+from memlens.setting_values import check_numbers, number
 from memlens.stats import StatsConfig
 from memlens.tiers import TiersConfig
 from memlens.trace import ITEM_TYPES
@@ -45,6 +48,40 @@ class MlflowConfig:
     tracking_uri: str = "sqlite:///mlflow.db"  # MLflow 3 refuses ./mlruns file stores
     experiment: str = "memlens"
     artifact_location: str | None = "mlartifacts"  # used when the experiment is first created
+    required: bool = False  # true: exit 3 when tracking failed (the run's files are still written)
+
+    def __post_init__(self) -> None:
+        check_tracking_uri(self.tracking_uri)
+        if not self.experiment.strip():
+            raise ValueError("mlflow.experiment must be a non-empty experiment name")
+
+
+#: The tracking-store schemes MLflow itself registers (``mlflow.tracking._tracking_service.
+#: utils``): a local path (no scheme) or ``file:``, the databases it reaches through SQLAlchemy
+#: (``postgresql+psycopg2://`` names a driver too), a tracking server, Databricks and Unity
+#: Catalog.  Plugins add schemes through the ``mlflow.tracking_store`` entry point group.
+MLFLOW_SCHEMES = ("", "file", "sqlite", "postgresql", "mysql", "mssql", "http", "https",
+                  "databricks", "databricks-uc", "uc")  # fmt: skip
+
+
+def check_tracking_uri(uri: str) -> None:
+    """Refuse a tracking URI MLflow cannot use, by its scheme alone (nothing is contacted)."""
+    from importlib.metadata import entry_points
+    from urllib.parse import urlsplit
+
+    if not uri.strip():
+        raise ValueError("mlflow.tracking_uri is empty (mlflow.enabled=false turns MLflow off)")
+    parts = urlsplit(uri)
+    scheme = "" if len(parts.scheme) == 1 else parts.scheme.lower()  # C:\... is a path
+    base = scheme.split("+", 1)[0]
+    if base not in MLFLOW_SCHEMES:
+        plugins = sorted(e.name for e in entry_points(group="mlflow.tracking_store"))
+        if scheme not in plugins:
+            known = ", ".join(f"{s}:" for s in [*MLFLOW_SCHEMES[1:], *plugins])
+            raise ValueError(f"mlflow.tracking_uri={uri}: MLflow has no tracking store for "
+                             f"scheme {scheme!r} (schemes: {known} or a local path)")  # fmt: skip
+    if base in ("http", "https") and not parts.netloc:
+        raise ValueError(f"mlflow.tracking_uri={uri}: a tracking server URI needs a host")
 
 
 @dataclass
@@ -107,6 +144,18 @@ class CostsConfig:
                                       upper=1.0)  # fmt: skip
 
 
+#: The bootstrap holds a (resamples x streams) float64 count matrix: a million resamples of 100
+#: streams is already 800 MB, so more is refused before the replay rather than failing after it.
+MAX_BOOTSTRAP = 1_000_000
+
+
+def check_stats(stats: StatsConfig) -> None:
+    """What ``StatsConfig`` leaves open: a seed numpy accepts (``seed + 1`` seeds an unpaired
+    comparison's second side) and a resample count that fits in memory."""
+    number("stats.seed", stats.seed, low=0, below=2**63 - 1, integer=True)
+    number("stats.bootstrap", stats.bootstrap, low=100, high=MAX_BOOTSTRAP, integer=True)
+
+
 @dataclass
 class CommonConfig:
     """Settings shared by ``simulate`` and ``compare``."""
@@ -129,6 +178,10 @@ class CommonConfig:
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
 
     def __post_init__(self) -> None:
+        if not self.trace.strip():
+            raise ValueError("trace must name a trace file, got an empty string")
+        number("seed", self.seed, low=0, integer=True)
+        check_stats(self.stats)
         if self.engine not in ENGINES:
             raise ValueError(f"engine must be auto, fast or reference, got {self.engine!r}")
         if not (math.isfinite(self.price_per_mtok) and self.price_per_mtok >= 0):
@@ -169,12 +222,23 @@ class CompareConfig(CommonConfig):
             raise ValueError("budgets must list at least one budget, got []")
         for b in self.budgets:
             check_budget(b, "budgets")
+        for key in ("budgets", "policies", "traces"):
+            no_repeats(key, getattr(self, key) or [])
         if self.policies is not None and not self.policies:
             raise ValueError("policies must list at least one policy (or be null for all)")
         if self.traces is not None and not self.traces:
             raise ValueError("traces must list at least one trace (or be null for [trace])")
         if self.policies:  # null: every registered policy (checked by memlens.commands)
             check_reference(self.reference, self.policies)
+
+
+def no_repeats(key: str, values: list) -> None:
+    """A list setting naming the same thing twice would run (and report) it twice."""
+    seen = set()
+    for v in values:
+        if v in seen:
+            raise ValueError(f"{key} lists {v} twice")
+        seen.add(v)
 
 
 def check_reference(reference: str | None, policies: list[str]) -> None:
@@ -272,6 +336,7 @@ def resolve(cfg: DictConfig, schema: type | None = None):
         cfg = OmegaConf.merge(OmegaConf.structured(schema), cfg)
     obj = OmegaConf.to_object(cfg)
     reject_unknown(obj)
+    check_numbers(obj)  # every float finite, every int within 64 bits (policy parameters too)
     return obj
 
 

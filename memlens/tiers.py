@@ -25,11 +25,15 @@ Every move is recorded as (event, item, from tier, to tier).
 
 from __future__ import annotations
 
+import math
+from array import array
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
+from memlens.setting_values import number
 from memlens.simulator import MOVE_ADMIT, MOVE_BYPASS, MOVE_EVICT, SimResult
 from memlens.trace import Trace
 
@@ -48,17 +52,16 @@ class TiersConfig:
     long_term_latency_ms: float = 20.0  # configured latency of a long-term store query
 
     def __post_init__(self) -> None:
-        if self.short_term_tokens < 0:
-            raise ValueError(f"tiers.short_term_tokens must be >= 0, got {self.short_term_tokens}")
-        if self.ttl_s is not None and not self.ttl_s > 0:
-            raise ValueError(f"tiers.ttl_s must be > 0 seconds or null, got {self.ttl_s}")
+        # token counts below 2**62, like budgets: sums of them must not overflow int64
+        number("tiers.short_term_tokens", self.short_term_tokens, low=0, below=2**62, integer=True)
+        if self.ttl_s is not None and not (math.isfinite(self.ttl_s) and self.ttl_s > 0):
+            raise ValueError(f"tiers.ttl_s must be > 0 seconds (finite) or null, got {self.ttl_s}")
         if self.short_term_policy not in SHORT_TERM_POLICIES:
             raise ValueError(
                 f"tiers.short_term_policy must be lru or fifo, got {self.short_term_policy!r}"
             )
         for key in ("short_term_latency_ms", "long_term_latency_ms"):
-            if not getattr(self, key) >= 0:
-                raise ValueError(f"tiers.{key} must be >= 0, got {getattr(self, key)}")
+            number(f"tiers.{key}", getattr(self, key), low=0)
 
 
 TIER_NAMES = {NOWHERE: "new", WM: "wm", STC: "stc", LTS: "lts"}
@@ -73,10 +76,10 @@ class TierLog:
     final_tier: np.ndarray  # int8 per item
 
     def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for a, b in zip(self.src.tolist(), self.dst.tolist()):
-            key = f"{TIER_NAMES[a]}->{TIER_NAMES[b]}"
-            out[key] = out.get(key, 0) + 1
+        """Moves per (from, to) pair, as ``"wm->stc": n`` sorted by name."""
+        pairs = np.bincount((self.src + 1) * 4 + (self.dst + 1), minlength=16)  # int8: 0..15
+        out = {f"{TIER_NAMES[a - 1]}->{TIER_NAMES[b - 1]}": int(pairs[4 * a + b])
+               for a in range(4) for b in range(4) if pairs[4 * a + b]}  # fmt: skip
         return dict(sorted(out.items()))
 
 
@@ -91,18 +94,17 @@ class TierState:
             raise ValueError("ttl_s must be >= 0 or null")
         self.capacity = int(short_term_tokens)
         self.ttl_s = None if ttl_s is None else float(ttl_s)
-        self.tokens = trace.item_tokens.tolist()
-        self.item_stream = trace.item_stream.tolist()
+        # compact per-item columns and move log (no Python int per item or per move: a
+        # replay of tens of millions of events logs tens of millions of moves)
+        self.tokens = _array("q", trace.item_tokens, np.int64)
+        self.item_stream = _array("i", trace.item_stream, np.int32)
         self.ev_t = trace.ev_t
-        self.where = [NOWHERE] * trace.n_items
+        self.where = array("b", [NOWHERE]) * trace.n_items
         #: per stream: item -> trace time it entered the STC, oldest first
         self.stc: list[OrderedDict[int, float]] = [OrderedDict() for _ in range(trace.n_streams)]
         self.stc_used = [0] * trace.n_streams
         self.listener = listener
-        self._e: list[int] = []
-        self._i: list[int] = []
-        self._s: list[int] = []
-        self._d: list[int] = []
+        self._e, self._i, self._s, self._d = array("q"), array("i"), array("b"), array("b")
 
     # ------------------------------------------------------------------ moves
     def _move(self, e: int, i: int, dst: int) -> None:
@@ -167,32 +169,57 @@ class TierState:
                 self.stc_used[s] -= self.tokens[i]
             self._move(e, i, WM)
 
-    def log(self) -> TierLog:
+    def log(self, copy: bool = True) -> TierLog:
+        """The moves so far: copies, or (``copy=False``, when no move follows) views of the
+        state's own buffers, which then cannot grow."""
+        col = np.array if copy else np.frombuffer
         return TierLog(
-            event=np.asarray(self._e, dtype=np.int64),
-            item=np.asarray(self._i, dtype=np.int32),
-            src=np.asarray(self._s, dtype=np.int8),
-            dst=np.asarray(self._d, dtype=np.int8),
-            final_tier=np.asarray(self.where, dtype=np.int8),
+            event=col(self._e, dtype=np.int64),
+            item=col(self._i, dtype=np.int32),
+            src=col(self._s, dtype=np.int8),
+            dst=col(self._d, dtype=np.int8),
+            final_tier=col(self.where, dtype=np.int8),
         )
 
 
-def merged_schedule(trace: Trace, result: SimResult, ticks: bool) -> list[tuple[int, int, int]]:
+def _array(code: str, values: np.ndarray, dtype) -> array:
+    """``values`` as an ``array.array`` (one copy, no intermediate ``bytes``)."""
+    out = array(code)
+    out.frombytes(memoryview(np.ascontiguousarray(values, dtype=dtype)).cast("B"))
+    return out
+
+
+_STEP = 1 << 16  # schedule entries made into Python objects at a time
+
+
+def merged_schedule(trace: Trace, result: SimResult, ticks: bool
+                    ) -> Iterator[tuple[int, int, int]]:  # fmt: skip
     """(event, item or -1, kind or request index) in replay order: moves, then request ticks.
 
     A request's tick comes before the moves logged at the request's own event (its hits are
-    decided before its updates).  Request entries are ``(event, -1, r)``.
+    decided before its updates).  Request entries are ``(event, -1, r)``.  Yielded lazily, a
+    block at a time (the whole schedule as tuples would cost ~200 bytes per move).
     """
-    moves = list(zip(result.move_event.tolist(), result.move_item.tolist(),
-                     result.move_kind.tolist()))  # fmt: skip
-    if not ticks:
-        return moves
-    reqs = [(int(e), -1, r) for r, e in enumerate(trace.req_event.tolist())]
-    # sort key: event, then requests (-1) before the moves at that event; stable for moves
-    keyed = [(e, 0, n, x) for n, x in enumerate(reqs) for e in (x[0],)]
-    keyed += [(m[0], 1, n, m) for n, m in enumerate(moves)]
-    keyed.sort(key=lambda t: (t[0], t[1], t[2]))
-    return [t[3] for t in keyed]
+    n_moves = result.move_event.shape[0]
+    if ticks:  # merge by (event, requests first, then file order): one stable sort
+        events = np.concatenate([trace.req_event.astype(np.int64), result.move_event])
+        is_move = np.concatenate([np.zeros(trace.n_requests, np.int8), np.ones(n_moves, np.int8)])
+        order = np.lexsort((is_move, events))  # lexsort is stable: ties keep file order
+        del events, is_move
+    else:
+        order = None
+    n = n_moves + (trace.n_requests if ticks else 0)
+    for lo in range(0, n, _STEP):
+        idx = np.arange(lo, min(n, lo + _STEP)) if order is None else order[lo : lo + _STEP]
+        move = idx >= (trace.n_requests if ticks else 0)
+        m = idx - (trace.n_requests if ticks else 0)
+        mi = np.where(move, m, 0)
+        ri = np.where(move, 0, idx)
+        ev = np.where(move, result.move_event[mi] if n_moves else 0, trace.req_event[ri]
+                      if trace.n_requests else 0)  # fmt: skip
+        item = np.where(move, result.move_item[mi] if n_moves else 0, -1)
+        kind = np.where(move, result.move_kind[mi] if n_moves else 0, ri)
+        yield from zip(ev.tolist(), item.tolist(), kind.tolist())
 
 
 def replay_tiers(
@@ -206,4 +233,4 @@ def replay_tiers(
             state.tick(e, stream[k])
         else:
             state.apply(e, i, k)
-    return state.log()
+    return state.log(copy=False)  # the replay is over: no copy of the (large) move log

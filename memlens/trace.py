@@ -17,12 +17,15 @@ ahead of time.  Online policies learn needs through ``Policy.observe``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from enum import IntEnum
 from functools import cached_property
 
 import numpy as np
-import orjson
+
+from memlens.heap import fix_mmap_threshold
+from memlens.packed import PackedJSON, PackedStrings, pack_json, pack_strings
 
 
 class EventKind(IntEnum):
@@ -46,7 +49,13 @@ TYPE_CODE = {name: code for code, name in enumerate(ITEM_TYPES)}
 
 @dataclass(eq=False)
 class Trace:
-    """A validated trace in columnar form.  Build it with ``memlens.trace_io``."""
+    """A validated trace in columnar form.  Build it with ``memlens.trace_io``.
+
+    String and meta columns are sequences: plain lists, or (from ``memlens.trace_io``) the
+    compact :class:`memlens.packed.PackedStrings` / :class:`memlens.packed.PackedJSON`, which
+    read like lists (``trace.item_id[i]``, ``trace.item_id == [...]``, iteration).  Nothing here
+    holds a Python object per event, so a trace costs about 100 bytes per event.
+    """
 
     source: str
     sha256: str
@@ -57,26 +66,26 @@ class Trace:
     ev_stream: np.ndarray  # int32
     ev_ref: np.ndarray  # int32: item index (write/pin/unpin/annotate) or request index
     ev_t: np.ndarray  # float64
-    ev_line: np.ndarray  # int64, 1-based line in the source file
+    ev_line: np.ndarray  # int32 (int64 from older builders), 1-based line in the source file
     # items
-    item_id: list[str]
+    item_id: Sequence[str]
     item_tokens: np.ndarray  # int64 (> 0)
     item_type: np.ndarray  # int8, index into ITEM_TYPES
     item_stream: np.ndarray  # int32
     item_t: np.ndarray  # float64
     item_cost: np.ndarray  # float64
     item_event: np.ndarray  # int64, event index of the write
-    item_text: list[str]
-    item_task: list[str]
-    item_session: list[str]
-    item_meta: list[dict]
+    item_text: Sequence[str]
+    item_task: Sequence[str]
+    item_session: Sequence[str]
+    item_meta: Sequence[dict]
     # requests
-    req_id: list[str]
+    req_id: Sequence[str]
     req_stream: np.ndarray  # int32
     req_t: np.ndarray  # float64
     req_event: np.ndarray  # int64
-    req_text: list[str]
-    req_meta: list[dict]
+    req_text: Sequence[str]
+    req_meta: Sequence[dict]
     needs_ptr: np.ndarray  # int64, length R + 1
     needs: np.ndarray  # int32 item indices
     # annotations: event index -> (value or None, note or None)
@@ -108,6 +117,7 @@ class Trace:
     # ------------------------------------------------------------ derived data
     @cached_property
     def item_index(self) -> dict[str, int]:
+        """Item id -> item index (built on first use: a dict costs ~100 bytes per item)."""
         return {item_id: i for i, item_id in enumerate(self.item_id)}
 
     @cached_property
@@ -116,13 +126,13 @@ class Trace:
 
     @cached_property
     def need_request(self) -> np.ndarray:
-        """For each needed reference, the request it belongs to."""
-        return np.repeat(np.arange(self.n_requests, dtype=np.int64), self.req_needs_count)
+        """For each needed reference, the request it belongs to (int32, like ``needs``)."""
+        return np.repeat(np.arange(self.n_requests, dtype=np.int32), self.req_needs_count)
 
     @cached_property
     def item_n_uses(self) -> np.ndarray:
-        """How many requests need each item over the whole trace."""
-        return np.bincount(self.needs, minlength=self.n_items).astype(np.int64)
+        """How many requests need each item over the whole trace (int32)."""
+        return np.bincount(self.needs, minlength=self.n_items).astype(np.int32)
 
     @cached_property
     def need_next_use(self) -> np.ndarray:
@@ -165,9 +175,12 @@ class Trace:
         """The trace as plain numeric arrays plus JSON-able metadata (no Python objects).
 
         This is the contract between the trace and any cache that stores it: every array is a
-        numeric numpy array (strings are packed as UTF-8 bytes plus offsets), and the metadata
-        is JSON, so a cache can store both in a format that cannot execute code on load.
-        ``Trace.from_arrays(*trace.to_arrays(), source)`` gives back an equal trace.
+        numeric numpy array (a string column is ``<name>.data`` UTF-8 bytes plus
+        ``<name>.offsets``; a meta column is ``<name>.rows``, the rows with a non-empty object,
+        plus their JSON texts as ``<name>.data`` / ``<name>.offsets``), and the metadata is
+        JSON, so a cache can store both in a format that cannot execute code on load.  Packed
+        columns are handed over as they are (no copy).  ``Trace.from_arrays(*trace.to_arrays(),
+        source)`` gives back an equal trace.
         """
         arrays: dict[str, np.ndarray] = {}
         meta: dict = {
@@ -180,27 +193,34 @@ class Trace:
             if isinstance(value, np.ndarray):
                 arrays[f.name] = value
             elif f.name in _STRING_COLUMNS:
-                arrays[f"{f.name}.data"], arrays[f"{f.name}.offsets"] = _pack_strings(value)
+                packed = pack_strings(value)
+                arrays[f"{f.name}.data"], arrays[f"{f.name}.offsets"] = packed.data, packed.offsets
             elif f.name in _JSON_COLUMNS:
-                arrays[f"{f.name}.data"], arrays[f"{f.name}.offsets"] = _pack_strings(
-                    [orjson.dumps(v).decode() for v in value]
-                )
+                packed = pack_json(value)
+                arrays[f"{f.name}.rows"] = packed.rows
+                arrays[f"{f.name}.data"] = packed.values.data
+                arrays[f"{f.name}.offsets"] = packed.values.offsets
+                meta[f"{f.name}.n"] = packed.n
         meta["annotations"] = [[e, v, n] for e, (v, n) in self.annotations.items()]
         meta["event_meta"] = [[e, m] for e, m in self.event_meta.items()]
         return arrays, meta
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], meta: dict, source: str) -> Trace:
-        """Inverse of :meth:`to_arrays`; raises ``KeyError``/``ValueError`` on a foreign input."""
+        """Inverse of :meth:`to_arrays` (arrays are used as given: a memory map stays one);
+        raises ``KeyError``/``ValueError`` on a foreign input."""
+        fix_mmap_threshold()  # a large trace's arrays must not leave holes in the heap
         kwargs: dict = {"source": source}
         for f in fields(cls):
             if f.name in _STRING_COLUMNS:
-                kwargs[f.name] = _unpack_strings(
+                kwargs[f.name] = PackedStrings(
                     arrays[f"{f.name}.data"], arrays[f"{f.name}.offsets"]
                 )
             elif f.name in _JSON_COLUMNS:
-                texts = _unpack_strings(arrays[f"{f.name}.data"], arrays[f"{f.name}.offsets"])
-                kwargs[f.name] = [orjson.loads(t) for t in texts]
+                texts = PackedStrings(arrays[f"{f.name}.data"], arrays[f"{f.name}.offsets"])
+                kwargs[f.name] = PackedJSON(
+                    int(meta[f"{f.name}.n"]), arrays[f"{f.name}.rows"], texts
+                )
             elif f.name in arrays:
                 kwargs[f.name] = arrays[f.name]
         kwargs.update(
@@ -215,16 +235,3 @@ _STRING_COLUMNS = frozenset(
     {"item_id", "item_text", "item_task", "item_session", "req_id", "req_text"}
 )
 _JSON_COLUMNS = frozenset({"item_meta", "req_meta"})
-
-
-def _pack_strings(values: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    encoded = [v.encode("utf-8") for v in values]
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum([len(b) for b in encoded], out=offsets[1:])
-    return np.frombuffer(b"".join(encoded), dtype=np.uint8).copy(), offsets
-
-
-def _unpack_strings(data: np.ndarray, offsets: np.ndarray) -> list[str]:
-    raw = data.tobytes()
-    bounds = offsets.tolist()
-    return [raw[a:b].decode("utf-8") for a, b in zip(bounds[:-1], bounds[1:])]

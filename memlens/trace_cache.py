@@ -2,31 +2,33 @@
 
 Parsing and validating JSON Lines costs about 8 s per million events; a sweep (``-m``) starts a
 process per job and would pay it every time.  The columnar ``Trace`` is therefore stored once,
-after successful validation, under ``<cache root>/traces/<sha256 of the file bytes>.pkl``.  The
-key is the file's content (plus this module's format version), so an edited trace is never
-served stale; an unreadable entry is ignored and rewritten; a trace that fails validation is
-never cached.  Turn it off with ``trace_cache=false``.
+after successful validation, under ``<cache root>/traces/<key>.npz``, where the key is the
+SHA-256 of the file's bytes (plus this module's and ``memlens.safecache``'s format versions), so
+an edited trace is never served stale.  The entry holds ``Trace.to_arrays()`` (numbers and JSON
+only) in ``memlens.safecache``'s format: it cannot execute code, and a damaged entry is
+detected by its checksum, discarded with one warning and rebuilt from the file.  A trace that
+fails validation is never cached.  Turn the cache off with ``trace_cache=false``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import pickle
-from dataclasses import fields
 from pathlib import Path
 
-from memlens.atomic import atomic_path
+from memlens import safecache
 from memlens.cachedir import cache_dir
 from memlens.trace import Trace
 from memlens.trace_io import TraceError, load_trace
 
-CACHE_FORMAT = 1
-_FIELDS = [f.name for f in fields(Trace)]
+CACHE_FORMAT = 2  # 2: safecache .npz entries (1 was a pickle, now ignored and cleaned)
+KIND = "traces"
 
 
 def file_key(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256(f"memlens-trace-cache-v{CACHE_FORMAT}\n".encode())
+    digest = hashlib.sha256(
+        f"memlens-trace-cache-v{CACHE_FORMAT}-store{safecache.FORMAT}\n".encode()
+    )
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
@@ -34,7 +36,7 @@ def file_key(path: str | os.PathLike) -> str:
 
 
 def entry_path(path: str | os.PathLike, directory: str | os.PathLike | None = None) -> Path:
-    return cache_dir("traces", directory) / f"{file_key(path)}.pkl"
+    return cache_dir(KIND, directory) / f"{file_key(path)}.npz"
 
 
 def load_trace_cached(
@@ -46,21 +48,11 @@ def load_trace_cached(
     if not Path(path).exists():
         raise TraceError(str(path), 0, None, "no such trace file")
     entry = entry_path(path, directory)
-    try:
-        with open(entry, "rb") as fh:
-            state = pickle.load(fh)
-        if set(state) == set(_FIELDS):
-            state["source"] = str(path)
-            return Trace(**state)
-    except FileNotFoundError:
-        pass
-    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, TypeError, ValueError):
-        pass  # a damaged or foreign entry: parse again and overwrite it
-    trace = load_trace(path)
-    state = {name: getattr(trace, name) for name in _FIELDS}
-    try:
-        with atomic_path(entry) as tmp, open(tmp, "wb") as fh:
-            pickle.dump(state, fh, protocol=pickle.HIGHEST_PROTOCOL)
-    except OSError:
-        pass  # a read-only or full cache must not stop a run
+    trace = safecache.load(
+        entry, KIND, lambda arrays, meta: Trace.from_arrays(arrays, meta, str(path))
+    )
+    if trace is None:
+        trace = load_trace(path)
+        arrays, meta = trace.to_arrays()
+        safecache.store(entry, KIND, arrays, meta)
     return trace

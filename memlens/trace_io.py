@@ -2,7 +2,17 @@
 
 Validation is strict and exact about *where* a problem is: every :class:`TraceError` names the
 file, the 1-based line and the field, because a trace with ten million lines that says only
-"invalid trace" is useless to the person who has to fix the converter that wrote it.
+"invalid trace" is useless to the person who has to fix the converter that wrote it.  Nothing a
+file can contain gets past as another exception: lines are read by ``memlens.trace_lines``
+(regular files only, bounded line length, gzip and I/O failures named by line), undecodable
+bytes are named by line and byte, numbers must fit their columns (``tokens`` at most
+:data:`MAX_TOKENS`, times and costs finite and at most :data:`MAX_MAGNITUDE`), and no event may
+nest deeper than :data:`MAX_DEPTH`.
+
+The parser holds no Python object per event: columns grow in ``array`` buffers and packed
+strings (``memlens.packed``), ids are resolved through ``memlens.idtable``, and the text, task,
+session and meta columns of a large trace spill to memory-mapped temporary files, so that a
+replay which never reads them never holds them in memory.
 
 Writing is atomic (temporary file in the target directory, then ``os.replace``) so an
 interrupted conversion never leaves a half-written trace where a good one was.
@@ -12,9 +22,9 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import io
 import math
 import os
+from array import array
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -22,7 +32,11 @@ import numpy as np
 import orjson
 
 from memlens.atomic import atomic_path
+from memlens.heap import fix_mmap_threshold, release_free_memory
+from memlens.idtable import IdTable
+from memlens.packed import JSONBuilder, StringsBuilder
 from memlens.trace import ANNOTATE, EVENT_KINDS, PIN, REQUEST, TYPE_CODE, UNPIN, WRITE, Trace
+from memlens.trace_lines import MAX_LINE_BYTES, TraceError, check_trace_file, read_lines
 
 FORMAT_VERSION = 1
 WRITE_FIELDS = frozenset(
@@ -31,62 +45,87 @@ WRITE_FIELDS = frozenset(
 REQUEST_FIELDS = frozenset({"event", "id", "needs", "stream", "t", "text", "meta"})
 TARGET_FIELDS = frozenset({"event", "target", "stream", "t", "meta", "value", "note"})
 KIND_CODE = {name: code for code, name in enumerate(EVENT_KINDS)}
+#: Largest ``tokens`` of an item: sums over millions of items must stay far inside int64.
+MAX_TOKENS = 2**31 - 1
+#: Largest absolute ``t`` (seconds) and ``cost`` (USD): sums and differences stay finite.
+MAX_MAGNITUDE = 1e15
+#: Deepest nesting of objects and lists in an event (``meta`` and unknown fields included).
+MAX_DEPTH = 64
+#: Most events a trace may have (event, item and request indices are int32), and its last
+#: line number (``Trace.ev_line`` is int32).
+MAX_EVENTS, MAX_LINE = 2**30, 2**31 - 1
+#: A string column of a loaded trace that passes this many bytes spills to a temporary file.
+SPILL_BYTES = 16 << 20
 
 
-class TraceError(ValueError):
-    """A trace file is malformed.  ``str(err)`` is ``file:line: message``."""
-
-    def __init__(self, path: str, line: int, field: str | None, message: str):
-        self.path, self.line, self.field, self.message = path, line, field, message
-        super().__init__(f"{path}:{line}: {message}")
-
-
-def _open_text(path: Path):
-    if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
-    return open(path, encoding="utf-8")
+def _number(x, limit: float) -> float | None:
+    """``x`` as a float if it is a real number (not a bool) of magnitude at most ``limit``."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    try:
+        f = float(x)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) and abs(f) <= limit else None
 
 
-def _is_number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
+def _show(value) -> str:
+    """``repr(value)``, cut short: an error message must stay one readable line."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text):,} characters)"
+
+
+def _depth_error(obj: dict, line: int) -> tuple[str | None, str] | None:
+    """(field, message) if ``obj`` nests deeper than :data:`MAX_DEPTH`, else None."""
+    stack = [(v, 1, k) for k, v in obj.items()] if isinstance(obj, dict) else [(obj, 0, None)]
+    while stack:
+        value, depth, top = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth >= MAX_DEPTH:
+                where = f'field "{top}"' if top is not None else "the line"
+                return top, f"{where} is nested deeper than {MAX_DEPTH} levels"
+            items = value.values() if isinstance(value, dict) else value
+            stack.extend((v, depth + 1, top) for v in items)
+    return None
+
+
+def check_depth(source: str, line: int, raw: bytes | None, obj) -> None:
+    """Refuse an event nested deeper than :data:`MAX_DEPTH` (``raw``: its JSON text, if known,
+    for a cheap first test: fewer brackets than that cannot nest that deep)."""
+    if raw is None or raw.count(b"[") + raw.count(b"{") > MAX_DEPTH:
+        problem = _depth_error(obj, line)
+        if problem is not None:
+            raise TraceError(source, line, *problem)
 
 
 class _Builder:
-    """Accumulates validated events into lists, then freezes them into a :class:`Trace`."""
+    """Accumulates validated events into compact columns, then freezes them into a Trace."""
 
-    def __init__(self, source: str):
+    def __init__(self, source: str, spill_bytes: int | None = None):
         self.source = source
         self.header: dict = {}
         self.stream_index: dict[str, int] = {}
         self.stream_names: list[str] = []
         self.stream_last_t: list[float] = []
-        self.ids: dict[str, tuple[int, int]] = {}  # id -> (kind, index)
-        self.ev_kind: list[int] = []
-        self.ev_stream: list[int] = []
-        self.ev_ref: list[int] = []
-        self.ev_t: list[float] = []
-        self.ev_line: list[int] = []
-        self.item_id: list[str] = []
-        self.item_tokens: list[int] = []
-        self.item_type: list[int] = []
-        self.item_stream: list[int] = []
-        self.item_t: list[float] = []
-        self.item_cost: list[float] = []
-        self.item_event: list[int] = []
-        self.item_text: list[str] = []
-        self.item_task: list[str] = []
-        self.item_session: list[str] = []
-        self.item_meta: list[dict] = []
-        self.req_id: list[str] = []
-        self.req_stream: list[int] = []
-        self.req_t: list[float] = []
-        self.req_event: list[int] = []
-        self.req_text: list[str] = []
-        self.req_meta: list[dict] = []
-        self.needs_ptr: list[int] = [0]
-        self.needs: list[int] = []
+        self.ev_kind, self.ev_stream, self.ev_ref = array("b"), array("i"), array("i")
+        self.ev_t, self.ev_line = array("d"), array("i")  # line numbers below 2**31
+        self.item_tokens, self.item_type, self.item_stream = array("q"), array("b"), array("i")
+        self.item_t, self.item_cost, self.item_event = array("d"), array("d"), array("q")
+        self.item_id = StringsBuilder()
+        self.item_text, self.item_task, self.item_session = (
+            StringsBuilder(spill_bytes), StringsBuilder(spill_bytes), StringsBuilder(spill_bytes))  # fmt: skip
+        self.item_meta = JSONBuilder(spill_bytes)
+        self.req_id = StringsBuilder()
+        self.req_stream, self.req_t, self.req_event = array("i"), array("d"), array("q")
+        self.req_text, self.req_meta = StringsBuilder(spill_bytes), JSONBuilder(spill_bytes)
+        self.needs_ptr, self.needs = array("q", [0]), array("i")
         self.annotations: dict[int, tuple[float | None, str | None]] = {}
         self.event_meta: dict[int, dict] = {}
+        # id -> 2 * index + (0 for a write, 1 for a request)
+        self.ids = IdTable(self._id_of)
+
+    def _id_of(self, code: int) -> str:
+        return (self.req_id if code & 1 else self.item_id).get(code >> 1)
 
     # -------------------------------------------------------------- helpers
     def err(self, line: int, field: str | None, message: str) -> TraceError:
@@ -95,7 +134,7 @@ class _Builder:
     def _stream(self, line: int, obj: dict) -> int:
         name = obj.get("stream", "")
         if not isinstance(name, str):
-            raise self.err(line, "stream", f'field "stream" must be a string, got {name!r}')
+            raise self.err(line, "stream", f'field "stream" must be a string, got {_show(name)}')
         s = self.stream_index.get(name)
         if s is None:
             s = self.stream_index[name] = len(self.stream_names)
@@ -107,10 +146,10 @@ class _Builder:
         last = self.stream_last_t[s]
         if "t" not in obj:
             return last if last > -math.inf else 0.0
-        t = obj["t"]
-        if not _is_number(t) or not math.isfinite(t):
-            raise self.err(line, "t", f'field "t" must be a finite number of seconds, got {t!r}')
-        t = float(t)
+        t = _number(obj["t"], MAX_MAGNITUDE)
+        if t is None:
+            raise self.err(line, "t", f'field "t" must be a finite number of seconds (at most '
+                                      f"{MAX_MAGNITUDE:g} in size), got {_show(obj['t'])}")  # fmt: skip
         if t < last:
             raise self.err(
                 line,
@@ -123,7 +162,7 @@ class _Builder:
     def _meta(self, line: int, obj: dict, known: frozenset) -> dict:
         meta = obj.get("meta", {})
         if not isinstance(meta, dict):
-            raise self.err(line, "meta", f'field "meta" must be an object, got {meta!r}')
+            raise self.err(line, "meta", f'field "meta" must be an object, got {_show(meta)}')
         extra = [k for k in obj if k not in known]
         if extra:
             meta = dict(meta)
@@ -134,18 +173,20 @@ class _Builder:
     def _str(self, line: int, obj: dict, name: str, default: str = "") -> str:
         v = obj.get(name, default)
         if not isinstance(v, str):
-            raise self.err(line, name, f'field "{name}" must be a string, got {v!r}')
+            raise self.err(line, name, f'field "{name}" must be a string, got {_show(v)}')
         return v
 
-    def _new_id(self, line: int, obj: dict) -> str:
+    def _new_id(self, line: int, obj: dict) -> tuple[str, int, int]:
+        """The event's new id, and where it goes in the id table (see ``IdTable.find``)."""
         if "id" not in obj:
             raise self.err(line, "id", 'missing field "id"')
         ident = obj["id"]
         if not isinstance(ident, str) or not ident:
-            raise self.err(line, "id", f'field "id" must be a non-empty string, got {ident!r}')
-        if ident in self.ids:
+            raise self.err(line, "id", f'field "id" must be a non-empty string, got {_show(ident)}')
+        code, slot, h = self.ids.find(ident)
+        if code >= 0:
             raise self.err(line, "id", f'duplicate id "{ident}"')
-        return ident
+        return ident, slot, h
 
     def _event(self, kind: int, s: int, ref: int, t: float, line: int) -> int:
         e = len(self.ev_kind)
@@ -158,6 +199,9 @@ class _Builder:
 
     # --------------------------------------------------------------- events
     def add(self, obj, line: int) -> None:
+        if len(self.ev_kind) >= MAX_EVENTS or line > MAX_LINE:
+            raise self.err(line, None, f"more than {MAX_EVENTS:,} events or {MAX_LINE:,} lines: "
+                                       "too large a trace")  # fmt: skip
         if not isinstance(obj, dict):
             raise self.err(line, None, f"each line must be a JSON object, got {type(obj).__name__}")
         kind = obj.get("event")
@@ -168,11 +212,13 @@ class _Builder:
         elif kind in ("pin", "unpin", "annotate"):
             self._target(obj, line, KIND_CODE[kind])
         elif kind == "header":
-            if self.ev_kind or self.header:
+            if len(self.ev_kind) or self.header:
                 raise self.err(line, "event", "a header may only be the first line")
             version = obj.get("version", FORMAT_VERSION)
             if version != FORMAT_VERSION:
-                raise self.err(line, "version", f"unsupported trace format version {version!r}")
+                raise self.err(
+                    line, "version", f"unsupported trace format version {_show(version)}"
+                )
             self.header = dict(obj)
         elif kind is None:
             raise self.err(line, "event", 'missing field "event"')
@@ -180,124 +226,108 @@ class _Builder:
             raise self.err(
                 line,
                 "event",
-                f"unknown event {kind!r} (expected one of write, request, pin, unpin, annotate)",
+                f"unknown event {_show(kind)} (expected one of write, request, pin, unpin, "
+                "annotate)",
             )
 
-    def _write(self, obj: dict, line: int) -> None:
-        ident = self._new_id(line, obj)
+    def _tokens(self, line: int, obj: dict, ident: str) -> int:
         if "tokens" not in obj:
             raise self.err(line, "tokens", f'write "{ident}": missing field "tokens"')
-        tokens = obj["tokens"]
+        given = tokens = obj["tokens"]
         if isinstance(tokens, float) and tokens.is_integer():
             tokens = int(tokens)
-        if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens <= 0:
-            raise self.err(
-                line,
-                "tokens",
-                f'write "{ident}": "tokens" must be a positive integer, got {tokens!r}',
-            )
+        if not isinstance(tokens, int) or isinstance(tokens, bool) or not 0 < tokens <= MAX_TOKENS:
+            raise self.err(line, "tokens", f'write "{ident}": "tokens" must be a positive integer '
+                                           f"(at most {MAX_TOKENS}), got {_show(given)}")  # fmt: skip
+        return tokens
+
+    def _write(self, obj: dict, line: int) -> None:
+        ident, slot, h = self._new_id(line, obj)
+        tokens = self._tokens(line, obj, ident)
         if "type" not in obj:
             raise self.err(line, "type", f'write "{ident}": missing field "type"')
         code = TYPE_CODE.get(obj["type"]) if isinstance(obj["type"], str) else None
         if code is None:
-            raise self.err(
-                line,
-                "type",
-                f'write "{ident}": "type" must be one of {", ".join(TYPE_CODE)}, got {obj["type"]!r}',
-            )
-        cost = obj.get("cost", 0.0)
-        if not _is_number(cost) or not math.isfinite(cost):
-            raise self.err(line, "cost", f'write "{ident}": "cost" must be a number, got {cost!r}')
+            raise self.err(line, "type", f'write "{ident}": "type" must be one of '
+                                         f'{", ".join(TYPE_CODE)}, got {_show(obj["type"])}')  # fmt: skip
+        cost = _number(obj.get("cost", 0.0), MAX_MAGNITUDE)
+        if cost is None:
+            raise self.err(line, "cost", f'write "{ident}": "cost" must be a number (at most '
+                                         f'{MAX_MAGNITUDE:g} in size), got {_show(obj["cost"])}')  # fmt: skip
         s = self._stream(line, obj)
         t = self._time(line, obj, s)
-        i = len(self.item_id)
+        text, task = self._str(line, obj, "text"), self._str(line, obj, "task")
+        session, meta = self._str(line, obj, "session"), self._meta(line, obj, WRITE_FIELDS)
+        i = len(self.item_tokens)
         e = self._event(WRITE, s, i, t, line)
-        self.ids[ident] = (WRITE, i)
-        self.item_id.append(ident)
         self.item_tokens.append(tokens)
         self.item_type.append(code)
         self.item_stream.append(s)
         self.item_t.append(t)
-        self.item_cost.append(float(cost))
+        self.item_cost.append(cost)
         self.item_event.append(e)
-        self.item_text.append(self._str(line, obj, "text"))
-        self.item_task.append(self._str(line, obj, "task"))
-        self.item_session.append(self._str(line, obj, "session"))
-        self.item_meta.append(self._meta(line, obj, WRITE_FIELDS))
+        self.item_id.append(ident)
+        self.item_text.append(text)
+        self.item_task.append(task)
+        self.item_session.append(session)
+        self.item_meta.append(meta)
+        self.ids.insert(slot, h, 2 * i)
+
+    def _needs(self, line: int, obj: dict, ident: str, s: int) -> list[int]:
+        """The request's needs as item indices, a repeated id once, in first-listed order."""
+        resolved: dict[int, None] = {}
+        item_stream, find = self.item_stream, self.ids.get
+        for need in obj["needs"]:
+            if not isinstance(need, str):
+                raise self.err(line, "needs", f'request "{ident}": "needs" entries must be '
+                                              f"strings, got {_show(need)}")  # fmt: skip
+            code = find(need)
+            if code < 0 or code & 1 or item_stream[code >> 1] != s:
+                raise self.err(line, "needs", f'request needs "{need}", which no earlier write in '
+                                              f'stream "{self.stream_names[s]}" defines')  # fmt: skip
+            resolved[code >> 1] = None
+        return list(resolved)
 
     def _request(self, obj: dict, line: int) -> None:
-        ident = self._new_id(line, obj)
+        ident, slot, h = self._new_id(line, obj)
         if "needs" not in obj:
             raise self.err(line, "needs", f'request "{ident}": missing field "needs"')
-        needs = obj["needs"]
-        if not isinstance(needs, list):
+        if not isinstance(obj["needs"], list):
             raise self.err(line, "needs", f'request "{ident}": "needs" must be a list of ids')
         s = self._stream(line, obj)
-        seen: set[int] = set()
-        resolved: list[int] = []
-        for need in needs:
-            if not isinstance(need, str):
-                raise self.err(
-                    line,
-                    "needs",
-                    f'request "{ident}": "needs" entries must be strings, got {need!r}',
-                )
-            hit = self.ids.get(need)
-            if hit is None or hit[0] != WRITE or self.item_stream[hit[1]] != s:
-                raise self.err(
-                    line,
-                    "needs",
-                    f'request needs "{need}", which no earlier write in stream '
-                    f'"{self.stream_names[s]}" defines',
-                )
-            if hit[1] not in seen:  # a repeated id counts once
-                seen.add(hit[1])
-                resolved.append(hit[1])
+        resolved = self._needs(line, obj, ident, s)
         t = self._time(line, obj, s)
-        r = len(self.req_id)
+        text, meta = self._str(line, obj, "text"), self._meta(line, obj, REQUEST_FIELDS)
+        r = len(self.req_stream)
         e = self._event(REQUEST, s, r, t, line)
-        self.ids[ident] = (REQUEST, r)
-        self.req_id.append(ident)
         self.req_stream.append(s)
         self.req_t.append(t)
         self.req_event.append(e)
-        self.req_text.append(self._str(line, obj, "text"))
-        self.req_meta.append(self._meta(line, obj, REQUEST_FIELDS))
+        self.req_id.append(ident)
+        self.req_text.append(text)
+        self.req_meta.append(meta)
         self.needs.extend(resolved)
         self.needs_ptr.append(len(self.needs))
+        self.ids.insert(slot, h, 2 * r + 1)
 
     def _target(self, obj: dict, line: int, kind: int) -> None:
         name = EVENT_KINDS[kind]
         if "target" not in obj:
             raise self.err(line, "target", f'{name}: missing field "target"')
         target = obj["target"]
-        hit = self.ids.get(target) if isinstance(target, str) else None
-        if hit is None or hit[0] != WRITE:
-            raise self.err(
-                line, "target", f'{name} targets "{target}", which no earlier write defines'
-            )
-        i = hit[1]
+        code = self.ids.get(target) if isinstance(target, str) else -1
+        if code < 0 or code & 1:
+            raise self.err(line, "target", f"{name} targets {_quoted(target)}, which no earlier "
+                                           "write defines")  # fmt: skip
+        i = code >> 1
         s = self.item_stream[i]
         if "stream" in obj and obj["stream"] != self.stream_names[s]:
-            raise self.err(
-                line,
-                "stream",
-                f'{name} of "{target}" says stream {obj["stream"]!r}, but "{target}" '
-                f'was written in stream "{self.stream_names[s]}"',
-            )
+            raise self.err(line, "stream", f'{name} of "{target}" says stream '
+                                           f'{_show(obj["stream"])}, but "{target}" was written '
+                                           f'in stream "{self.stream_names[s]}"')  # fmt: skip
         value = note = None
         if kind == ANNOTATE:
-            if "value" not in obj and "note" not in obj:
-                raise self.err(line, "value", 'annotate needs "value" and/or "note"')
-            if "value" in obj:
-                value = obj["value"]
-                if not _is_number(value) or not 0.0 <= value <= 1.0:
-                    raise self.err(
-                        line, "value", f'annotate "value" must be a number in [0, 1], got {value!r}'
-                    )
-                value = float(value)
-            if "note" in obj:
-                note = self._str(line, obj, "note")
+            value, note = self._annotation(line, obj)
         t = self._time(line, obj, s)
         e = self._event(kind, s, i, t, line)
         if kind == ANNOTATE:
@@ -306,82 +336,126 @@ class _Builder:
         if meta:
             self.event_meta[e] = meta
 
+    def _annotation(self, line: int, obj: dict) -> tuple[float | None, str | None]:
+        if "value" not in obj and "note" not in obj:
+            raise self.err(line, "value", 'annotate needs "value" and/or "note"')
+        value = note = None
+        if "value" in obj:
+            value = _number(obj["value"], 1.0)
+            if value is None or not 0.0 <= value <= 1.0:
+                raise self.err(line, "value", 'annotate "value" must be a number in [0, 1], '
+                                              f'got {_show(obj["value"])}')  # fmt: skip
+        if "note" in obj:
+            note = self._str(line, obj, "note")
+        return value, note
+
     # --------------------------------------------------------------- freeze
     def build(self, sha256: str) -> Trace:
+        col = np.frombuffer
         return Trace(
             source=self.source,
             sha256=sha256,
             header=self.header,
             stream_names=self.stream_names,
-            ev_kind=np.asarray(self.ev_kind, dtype=np.int8),
-            ev_stream=np.asarray(self.ev_stream, dtype=np.int32),
-            ev_ref=np.asarray(self.ev_ref, dtype=np.int32),
-            ev_t=np.asarray(self.ev_t, dtype=np.float64),
-            ev_line=np.asarray(self.ev_line, dtype=np.int64),
-            item_id=self.item_id,
-            item_tokens=np.asarray(self.item_tokens, dtype=np.int64),
-            item_type=np.asarray(self.item_type, dtype=np.int8),
-            item_stream=np.asarray(self.item_stream, dtype=np.int32),
-            item_t=np.asarray(self.item_t, dtype=np.float64),
-            item_cost=np.asarray(self.item_cost, dtype=np.float64),
-            item_event=np.asarray(self.item_event, dtype=np.int64),
-            item_text=self.item_text,
-            item_task=self.item_task,
-            item_session=self.item_session,
-            item_meta=self.item_meta,
-            req_id=self.req_id,
-            req_stream=np.asarray(self.req_stream, dtype=np.int32),
-            req_t=np.asarray(self.req_t, dtype=np.float64),
-            req_event=np.asarray(self.req_event, dtype=np.int64),
-            req_text=self.req_text,
-            req_meta=self.req_meta,
-            needs_ptr=np.asarray(self.needs_ptr, dtype=np.int64),
-            needs=np.asarray(self.needs, dtype=np.int32),
+            ev_kind=col(self.ev_kind, dtype=np.int8),
+            ev_stream=col(self.ev_stream, dtype=np.int32),
+            ev_ref=col(self.ev_ref, dtype=np.int32),
+            ev_t=col(self.ev_t, dtype=np.float64),
+            ev_line=col(self.ev_line, dtype=np.int32),
+            item_id=self.item_id.build(),
+            item_tokens=col(self.item_tokens, dtype=np.int64),
+            item_type=col(self.item_type, dtype=np.int8),
+            item_stream=col(self.item_stream, dtype=np.int32),
+            item_t=col(self.item_t, dtype=np.float64),
+            item_cost=col(self.item_cost, dtype=np.float64),
+            item_event=col(self.item_event, dtype=np.int64),
+            item_text=self.item_text.build(),
+            item_task=self.item_task.build(),
+            item_session=self.item_session.build(),
+            item_meta=self.item_meta.build(),
+            req_id=self.req_id.build(),
+            req_stream=col(self.req_stream, dtype=np.int32),
+            req_t=col(self.req_t, dtype=np.float64),
+            req_event=col(self.req_event, dtype=np.int64),
+            req_text=self.req_text.build(),
+            req_meta=self.req_meta.build(),
+            needs_ptr=col(self.needs_ptr, dtype=np.int64),
+            needs=col(self.needs, dtype=np.int32),
             annotations=self.annotations,
             event_meta=self.event_meta,
         )
 
 
-def load_trace(path: str | os.PathLike) -> Trace:
+def _quoted(value) -> str:
+    text = str(value)
+    return f'"{text}"' if len(text) <= 80 else f'"{text[:60]}..." ({len(text):,} characters)'
+
+
+def _decode(source: str, line: int, raw: bytes, loads=orjson.loads):
+    """The JSON value of one non-blank line, or ``None`` for a line of Unicode whitespace
+    (blank, as it always was); :class:`TraceError` naming the line for anything else."""
+    try:
+        return loads(raw)
+    except orjson.JSONDecodeError as exc:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            raise TraceError(source, line, None, f"not valid UTF-8: byte {bad.start + 1} of the "
+                                                 f"line is {raw[bad.start:bad.start + 1]!r} "
+                                                 "(a trace is UTF-8 text)") from None  # fmt: skip
+        if not text.strip():
+            return None
+        hint = ""
+        if b"\r" in raw.rstrip(b"\r"):
+            hint = " (the line holds a carriage return \\r: lines must end with \\n)"
+        raise TraceError(source, line, None, f"malformed JSON: {exc}{hint}") from None
+
+
+def load_trace(path: str | os.PathLike, max_line_bytes: int | None = None) -> Trace:
     """Parse and validate a ``.jsonl`` / ``.jsonl.gz`` trace.  Raises :class:`TraceError`.
 
     ``Trace.sha256`` is *the* trace hash, defined once: the SHA-256 of the trace's JSON Lines
-    text, decompressed, UTF-8, blank lines left out, every line ended by one ``\\n``.  ``trace_from_events`` hashes
-    the lines ``write_trace`` would write, so writing events and loading them back (gzip or
-    not) gives the same hash.  (The parsed-trace cache keys entries by the file's raw bytes:
+    text, decompressed, UTF-8, blank lines left out, every line ended by one ``\\n`` (lines are
+    split at ``\\n``; a line's trailing ``\\r`` are not part of it).  ``trace_from_events``
+    hashes the lines ``write_trace`` would write, so writing events and loading them back (gzip
+    or not) gives the same hash.  (The parsed-trace cache keys entries by the file's raw bytes:
     that is a cache key, not the trace's identity.)
+
+    ``max_line_bytes``: the longest line accepted (default ``trace_lines.MAX_LINE_BYTES``).
     """
-    path = Path(path)
-    if not path.exists():
-        raise TraceError(str(path), 0, None, "no such trace file")
-    builder = _Builder(str(path))
+    source = str(path)
+    check_trace_file(path)
+    fix_mmap_threshold()  # growing columns must not leave holes in the heap (memlens.heap)
+    builder = _Builder(source, SPILL_BYTES)
     digest = hashlib.sha256()
-    loads = orjson.loads
-    with _open_text(path) as fh:
-        try:
-            for line_no, raw in enumerate(fh, start=1):
-                if not raw.strip():
-                    continue
-                digest.update(raw.rstrip("\r\n").encode("utf-8") + b"\n")
-                try:
-                    obj = loads(raw)
-                except orjson.JSONDecodeError as exc:
-                    raise builder.err(line_no, None, f"malformed JSON: {exc}") from None
-                builder.add(obj, line_no)
-        except (UnicodeDecodeError, EOFError, OSError, gzip.BadGzipFile) as exc:
-            if isinstance(exc, TraceError):
-                raise
-            raise TraceError(str(path), 0, None, f"cannot read trace: {exc}") from None
-    return builder.build(digest.hexdigest())
+    update = digest.update
+    for line_no, raw in read_lines(path, max_line_bytes):
+        if not raw or raw.isspace():
+            continue
+        obj = _decode(source, line_no, raw)
+        if obj is None:
+            continue
+        update(raw.rstrip(b"\r") if raw[-1:] == b"\r" else raw)
+        update(b"\n")
+        check_depth(source, line_no, raw, obj)
+        builder.add(obj, line_no)
+    trace = builder.build(digest.hexdigest())
+    release_free_memory()
+    return trace
 
 
 def trace_from_events(events: Iterable[dict], source: str = "<events>") -> Trace:
     """Build a trace from event dicts (tests, generators), with the same validation as files."""
-    builder = _Builder(source)
+    builder = _Builder(source, SPILL_BYTES)
     digest = hashlib.sha256()
     for line_no, obj in enumerate(events, start=1):
-        digest.update(orjson.dumps(obj) + b"\n")  # the line write_trace writes for it
-        builder.add(obj, line_no)
+        check_depth(source, line_no, None, obj)
+        builder.add(obj, line_no)  # field errors first (a number too large for JSON, say)
+        try:
+            raw = orjson.dumps(obj)  # the line write_trace writes for it
+        except orjson.JSONEncodeError as exc:
+            raise TraceError(source, line_no, None, f"not representable as JSON: {exc}") from None
+        digest.update(raw + b"\n")
     return builder.build(digest.hexdigest())
 
 
@@ -425,7 +499,9 @@ def write_trace(path: str | os.PathLike, events: Iterable[dict], header: dict | 
 
 __all__ = [
     "FORMAT_VERSION",
+    "MAX_LINE_BYTES",
     "TraceError",
+    "check_trace_file",
     "load_trace",
     "trace_from_events",
     "write_trace",

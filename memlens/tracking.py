@@ -1,24 +1,40 @@
-"""MLflow records of every run.
+"""MLflow records of every run, and why a tracking fault never costs a replay.
 
 Defaults to a SQLite store in the working directory (``sqlite:///mlflow.db``): MLflow 3 refuses
 a plain ``./mlruns`` file store unless told otherwise, and SQLite keeps every run of a sweep
 in one queryable file.  Any tracking URI (a server on 127.0.0.1, ...) can be configured, and
-``mlflow.enabled=false`` turns recording off.  A run that raises is closed as FAILED by
-MLflow's own context manager, never left RUNNING.
+``mlflow.enabled=false`` turns recording off.  The store is reached through
+``memlens.mlflow_store`` (one migration under a lock, retries on a locked database, runs left
+RUNNING by dead processes ended as KILLED).
+
+A run ends FINISHED, FAILED when its body raises, and KILLED when SIGTERM/SIGINT stop it
+(``memlens.interrupts``).  The replay comes first, tracking second: any error from MLflow (a
+server that does not answer, a database still locked after the retries) becomes one
+``warning: MLflow tracking failed: ...`` line, the process stops talking to that store, and the
+run's files are written all the same.  The exit code says so only when asked:
+``mlflow.required=true`` makes the command exit 3 after its files are written.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import math
-import os
-from collections.abc import Iterator
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+from memlens import mlflow_store as store
+from memlens.interrupts import signals_held
 from memlens.registry import declared
 from memlens.report import Report
 from memlens.settings import MlflowConfig
+
+#: Exit code of a command whose files were written but whose tracking failed, when
+#: ``mlflow.required=true``.
+TRACKING_FAILED_EXIT = 3
 
 
 def _flatten(d: dict, prefix: str = "") -> dict[str, object]:
@@ -59,47 +75,124 @@ def report_params(report: Report) -> dict:
     }
 
 
+_USERINFO = re.compile(r"//[^/@\s]*@")  # user:password@ in a URI: never printed
+_failed: dict[str, str] = {}  # tracking URI -> the first error (one warning per store)
+_swept: set[tuple[str, str]] = set()  # (URI, experiment) whose dead runs were looked for
+
+
+def tracking_failed(cfg: MlflowConfig) -> str | None:
+    """The error that stopped tracking to ``cfg.tracking_uri`` in this process, if any."""
+    return _failed.get(cfg.tracking_uri) if cfg.enabled else None
+
+
+def _guard(uri: str, fn: Callable, *args, **kwargs):
+    """``fn`` (whose store calls retry on a locked database); an error becomes the warning."""
+    if uri in _failed:
+        return None
+    try:
+        with signals_held():  # never stopped inside MLflow: its database session stays clean
+            return fn(*args, **kwargs)
+    except Exception as exc:
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        first = _USERINFO.sub("//", f"{type(exc).__name__}: {lines[0] if lines else ''}")
+        _failed[uri] = first if len(first) <= 240 else first[:237] + "..."
+        shown = _USERINFO.sub("//", uri)
+        print(f"warning: MLflow tracking failed: {_failed[uri]} (tracking to {shown} is off for "
+              "this process; the run's files are written as usual)", file=sys.stderr)  # fmt: skip
+        return None
+
+
+@dataclass(frozen=True)
+class Tracked:
+    """An MLflow run this process started (ids only: no global "active run" state)."""
+
+    cfg: MlflowConfig
+    client: object
+    run_id: str
+
+
+def _create(cfg: MlflowConfig, run_name: str, parent: Tracked | None, tags: dict) -> Tracked:
+    from mlflow.tracking.context import registry
+
+    client, experiment_id = store.open_store(cfg)
+    if (cfg.tracking_uri, cfg.experiment) not in _swept:
+        _swept.add((cfg.tracking_uri, cfg.experiment))
+        ended = store.end_dead_runs(client, experiment_id)
+        if ended:
+            print(f"warning: MLflow: ended as KILLED {len(ended)} run(s) left RUNNING by "
+                  f"processes that are gone: {', '.join(ended)}", file=sys.stderr)  # fmt: skip
+    tags = {**store.process_tags(), **tags}
+    if parent is not None:
+        tags["mlflow.parentRunId"] = parent.run_id
+    tags = registry.resolve_tags(tags)  # user, source: what mlflow.start_run would add
+    run = store.retry(client.create_run, experiment_id, run_name=run_name, tags=tags)
+    return Tracked(cfg, client, run.info.run_id)
+
+
 @contextlib.contextmanager
 def mlflow_run(
-    cfg: MlflowConfig, run_name: str, nested: bool = False, tags: dict | None = None
-) -> Iterator[object | None]:
-    """Start an MLflow run if ``cfg.enabled``; yields the run (or None when disabled)."""
-    if not cfg.enabled:
-        yield None
-        return
-    os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")
-    logging.getLogger("alembic").setLevel(logging.WARNING)
-    import mlflow
-
-    mlflow.set_tracking_uri(cfg.tracking_uri)
-    if not nested or mlflow.active_run() is None:
-        experiment = mlflow.get_experiment_by_name(cfg.experiment)
-        if experiment is None:
-            artifact_root = cfg.artifact_location
-            if artifact_root:
-                artifact_root = Path(artifact_root).resolve().as_uri()
-            mlflow.create_experiment(cfg.experiment, artifact_location=artifact_root)
-        mlflow.set_experiment(cfg.experiment)
-    with mlflow.start_run(run_name=run_name, nested=nested, tags=tags or {}) as run:
+    cfg: MlflowConfig, run_name: str, parent: Tracked | None = None, tags: dict | None = None
+) -> Iterator[Tracked | None]:
+    """An MLflow run (a child of ``parent`` if given) for the block; None when tracking is off
+    or has failed.  Ends FINISHED, FAILED if the block raises, KILLED on SIGTERM/SIGINT."""
+    run, status = None, "FAILED"
+    try:
+        with signals_held():  # a signal while the run is created waits, so the run is ended
+            if cfg.enabled:
+                run = _guard(cfg.tracking_uri, _create, cfg, run_name, parent, tags or {})
         yield run
+        status = "FINISHED" if cfg.tracking_uri not in _failed else "FAILED"
+    except KeyboardInterrupt:  # SIGINT, or SIGTERM through memlens.interrupts
+        status = "KILLED"
+        raise
+    finally:
+        if run is not None:  # after a tracking failure: one last try, no second warning
+            with contextlib.suppress(Exception), signals_held():
+                store.retry(run.client.set_terminated, run.run_id, status)
+
+
+def _chunks(items: list, size: int) -> Iterator[list]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def _log(run: Tracked, params: dict, metrics: dict[str, float], artifacts, config_yaml) -> None:
+    from mlflow.entities import Metric, Param
+
+    stamp = int(time.time() * 1000)
+    flat = {k: ("null" if v is None else v) for k, v in _flatten(params).items()}
+    params = [Param(k, str(v)[:500]) for k, v in flat.items()]
+    metrics = [Metric(k, v, stamp, 0) for k, v in metrics.items()]
+    for batch in _chunks(params, 100):  # MLflow's limits per batch
+        store.retry(run.client.log_batch, run.run_id, params=batch)
+    for batch in _chunks(metrics, 1000):
+        store.retry(run.client.log_batch, run.run_id, metrics=batch)
+    if config_yaml is not None:
+        store.retry(run.client.log_text, run.run_id, config_yaml, "resolved_config.yaml")
+    for path in artifacts:
+        if Path(path).exists():
+            store.retry(run.client.log_artifact, run.run_id, str(path))
 
 
 def log_run(
-    params: dict, metrics: dict, artifacts: list[Path] = (), config_yaml: str | None = None
-):
-    """Log params, metrics and files to the active MLflow run (no-op when there is none)."""
-    import mlflow
+    run: Tracked | None,
+    params: dict,
+    metrics: dict,
+    artifacts: list[Path] = (),
+    config_yaml: str | None = None,
+) -> None:
+    """Log params, metrics and files to ``run`` (no-op when it is None or tracking failed)."""
+    if run is not None:
+        metrics = loggable_metrics(metrics)
+        _guard(run.cfg.tracking_uri, _log, run, params, metrics, artifacts, config_yaml)
 
-    if mlflow.active_run() is None:
-        return
-    flat = {k: ("null" if v is None else v) for k, v in _flatten(params).items()}
-    mlflow.log_params({k: str(v)[:500] for k, v in flat.items()})
-    mlflow.log_metrics(loggable_metrics(metrics))
-    if config_yaml is not None:
-        mlflow.log_text(config_yaml, "resolved_config.yaml")
-    for path in artifacts:
-        if Path(path).exists():
-            mlflow.log_artifact(str(path))
+
+def exit_if_required(cfg: MlflowConfig, out_dir: Path) -> None:
+    """Exit 3 if tracking failed and ``mlflow.required=true`` (the files are written by now)."""
+    if cfg.required and tracking_failed(cfg):
+        print(f"error: MLflow tracking failed and mlflow.required=true (exit "
+              f"{TRACKING_FAILED_EXIT}); the run's files are in {out_dir}", file=sys.stderr)  # fmt: skip
+        raise SystemExit(TRACKING_FAILED_EXIT)
 
 
 def interval_metrics(report: Report) -> dict[str, float]:
@@ -111,12 +204,12 @@ def interval_metrics(report: Report) -> dict[str, float]:
     return out
 
 
-def log_report(report: Report, artifacts: list[Path] = (), config_yaml: str | None = None):
+def log_report(run: Tracked | None, report: Report, artifacts: list[Path] = (),
+               config_yaml: str | None = None) -> None:  # fmt: skip
     """One run's report: its parameters, every registered overall and timing metric, and the
     bounds of every interval over streams."""
-    import mlflow
-
-    log_run(report_params(report), {**report.overall, **report.timing}, artifacts, config_yaml)
-    bounds = interval_metrics(report)
-    if bounds and mlflow.active_run() is not None:
-        mlflow.log_metrics(bounds)
+    if run is not None:
+        metrics = {**loggable_metrics({**report.overall, **report.timing}),
+                   **interval_metrics(report)}  # fmt: skip
+        params = report_params(report)
+        _guard(run.cfg.tracking_uri, _log, run, params, metrics, artifacts, config_yaml)

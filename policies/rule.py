@@ -13,10 +13,18 @@ thought fast.  A person's word overrides all of this: a pinned item is never evi
 annotation that carries a value; a note-only annotation leaves the value alone.
 
 Eviction takes the lowest value first, ties by recency (least recently written or used first),
-then by item index.  Admission: an item whose value at its write is below ``admit_threshold``
-goes straight to the short-term cache, so the scorer may hold less than the budget when the
-rest is worth little; demand-fetched items are admitted (a request just needed them) unless
-``admit_fetched`` is false.
+then by item index.  Admission: an item worth at least ``admit_threshold`` at its write is
+admitted.  One worth less is admitted too while working memory has room for it, and when it
+is full, if every item eviction would take to make room for it (lowest value first) is worth
+no more than the newcomer; it goes straight to the short-term cache only when admitting it
+would evict something worth more.  (An earlier version declined every such write even with
+room to spare, so with the defaults a plain thought, 0.4 < 0.5, was never admitted and the
+scorer missed requests with budget left over.)  What the threshold still changes: without
+it, a cheap item whose room would cost something worth more is admitted, then evicted at once
+as the least valuable, possibly after cheaper items were evicted for it in vain; with it, the
+item bypasses and they stay.  Demand-fetched items are admitted (a request just needed them)
+unless ``admit_fetched`` is false; then they are judged like a write, by their value at the
+fetch.
 
 Keeping the order without rescanning.  Within one type every item decays by the same factor, so
 ``log value = log B_i + lam * a_i - lam * t``: the key ``k_i = log B_i + lam * a_i`` orders the
@@ -44,6 +52,7 @@ from memlens.trace import ITEM_TYPES
 ABSENT, ACTIVE, PINNED = 0, 1, 2  # an item's state: whether it has a live heap entry
 STATIC = len(ITEM_TYPES)  # heap lane of constant values (lanes 0..3: the types' decaying heaps)
 COMPACT_MIN = 4096  # a heap is compacted when longer than twice its live entries plus this
+TIE_RTOL = 1e-9  # admission: a victim is "worth more" only beyond this relative float noise
 
 
 class RuleScorer(Policy):
@@ -148,11 +157,11 @@ class RuleScorer(Policy):
         sees the same state.  ``state[item]`` says whether the item has a live entry in the
         eviction heaps (ACTIVE: resident and unpinned).
         """
-        insert = self._insert_fn()
-        self.admit = self._admit_fn()
+        insert, lowest = self._insert_fn(), self._lowest_fn()
+        self.admit = self._admit_fn(lowest)
         self.insert = insert
         self.observe = self._observe_fn(insert)
-        self.victims = self._victims_fn()
+        self.victims = self._victims_fn(lowest)
         self.pin, self.unpin, self.annotate = self._person_fns(insert)
 
     def _insert_fn(self) -> Callable[[int, int], None]:
@@ -195,17 +204,49 @@ class RuleScorer(Policy):
 
         return insert
 
-    def _admit_fn(self) -> Callable[[int, int, int], bool]:
-        """``admit``: a write is judged by its value then (no decay yet, no use), a fetched item
-        by its value now (or always let in, with ``admit_fetched``)."""
-        t_of, base, override, value = self._t, self._base, self._override, self.value
+    def _admit_fn(self, lowest: Callable) -> Callable[[int, int, int], bool]:
+        """``admit``: an item worth at least ``admit_threshold`` enters; one worth less enters
+        too when it fits the free room, or when the items eviction would take to make room for
+        it are all worth no more than it; otherwise (admitting would evict something worth
+        more) it is declined.
+
+        A write is judged by its value then (no decay yet, no use), a fetched item by its value
+        now (or always let in, with ``admit_fetched``).  "Worth more" allows for float noise
+        (``TIE_RTOL``), so that a tie is not decided by rounding.
+        """
+        t_of, base, override, value, tok = (
+            self._t, self._base, self._override, self.value, self._tok)  # fmt: skip
         threshold, admit_fetched = self.admit_threshold, self.admit_fetched
+        memory, budget = self.ctx.memory, self.ctx.budget
+
+        def evicts_only_less(need: int, v: float, t: float) -> bool:
+            """Would the victims freeing ``need`` tokens all be worth at most ``v``?  Peeks
+            by popping them in eviction order, then pushes them back."""
+            taken, freed, ok = [], 0, True
+            while freed < need:
+                first = lowest(t)
+                if first is None or first[2] > v * (1.0 + TIE_RTOL):
+                    ok = False
+                    break
+                heap, i, _ = first
+                taken.append((heap, heappop(heap)))
+                freed += tok[i]
+            for heap, entry in taken:
+                heappush(heap, entry)
+            return ok
 
         def admit(item: int, now: int, reason: int) -> bool:
             if reason == ADMIT_FETCH:
-                return admit_fetched or not value(item, t_of[now]) < threshold
-            ov = override.get(item) if override else None
-            return not (base[item] if ov is None else ov) < threshold
+                if admit_fetched:
+                    return True
+                v = value(item, t_of[now])
+            else:
+                ov = override.get(item) if override else None
+                v = base[item] if ov is None else ov
+            if not v < threshold:
+                return True
+            need = memory.used_tokens + tok[item] - budget
+            return need <= 0 or evicts_only_less(need, v, t_of[now])
 
         return admit
 
@@ -227,61 +268,75 @@ class RuleScorer(Policy):
 
         return observe
 
-    def _victims_fn(self) -> Callable[[int, int], list[int]]:
-        """``victims``: take the least valuable item until the excess is covered.
+    def _lowest_fn(self) -> Callable[[float], tuple | None]:
+        """``lowest(t)``: the item eviction would take first at trace time ``t``, as
+        ``(heap, item, value)``, or None when only pinned items (or none) are resident.
 
-        Each victim is the best of the heap tops: per type in the log domain (``log value =
-        k - lam * t``), moving items that reached their floor to the static heap on the way,
-        then the static heap's top.  Ties: least recently used, then item index.
+        The best of the heap tops: per type in the log domain (``log value = k - lam * t``),
+        moving items that reached their floor to the static heap on the way (they stay floored:
+        time only moves forward), then the static heap's top.  Ties: least recently used, then
+        item index.  Stale entries on top are dropped; nothing else changes.
         """
-        t_of, tok, ver, state, heaps = self._t, self._tok, self._ver, self._state, self._heaps
-        static, limits, compact = heaps[STATIC], self._limits, self._compact
+        ver, static, limits, compact = self._ver, self._static, self._limits, self._compact
         lanes = list(zip(self._active, self.lam, self.log_floor, self.floor))
         exp, inf = math.exp, math.inf
+
+        def lowest(t: float) -> tuple | None:
+            best_heap = None
+            best_lv = inf
+            best_last = best_i = 0
+            for heap, lam, log_floor, floor in lanes:
+                while heap:
+                    k, lst, i, v = heap[0]
+                    if ver[i] != v:  # stale
+                        heappop(heap)
+                        continue
+                    lv = k - lam * t
+                    if lv <= log_floor:  # reached the floor: a constant value from now on
+                        heappop(heap)
+                        heappush(static, (floor, lst, i, v))
+                        continue
+                    if lv < best_lv or (lv == best_lv and (lst, i) < (best_last, best_i)):
+                        best_lv, best_last, best_i, best_heap = lv, lst, i, heap
+                    break
+            if len(static) > limits[STATIC]:
+                compact(STATIC)
+            best_v = exp(best_lv) if best_heap is not None else inf
+            while static:  # floored or annotated: constant values
+                val, lst, i, v = static[0]
+                if ver[i] != v:
+                    heappop(static)
+                    continue
+                if (
+                    best_heap is None
+                    or val < best_v
+                    or (val == best_v and (lst, i) < (best_last, best_i))
+                ):
+                    best_heap, best_i, best_v = static, i, val
+                break
+            return None if best_heap is None else (best_heap, best_i, best_v)
+
+        return lowest
+
+    def _victims_fn(self, lowest: Callable) -> Callable[[int, int], list[int]]:
+        """``victims``: take the least valuable item (``lowest``) until the excess is
+        covered."""
+        t_of, tok, ver, state = self._t, self._tok, self._ver, self._state
 
         def victims(excess: int, now: int) -> list[int]:
             t = t_of[now]
             out: list[int] = []
             freed = 0
             while freed < excess:
-                best_heap = None
-                best_lv = inf
-                best_last = best_i = 0
-                for heap, lam, log_floor, floor in lanes:
-                    while heap:
-                        k, lst, i, v = heap[0]
-                        if ver[i] != v:  # stale
-                            heappop(heap)
-                            continue
-                        lv = k - lam * t
-                        if lv <= log_floor:  # reached the floor: a constant value from now on
-                            heappop(heap)
-                            heappush(static, (floor, lst, i, v))
-                            continue
-                        if lv < best_lv or (lv == best_lv and (lst, i) < (best_last, best_i)):
-                            best_lv, best_last, best_i, best_heap = lv, lst, i, heap
-                        break
-                if len(static) > limits[STATIC]:
-                    compact(STATIC)
-                while static:  # floored or annotated: constant values
-                    val, lst, i, v = static[0]
-                    if ver[i] != v:
-                        heappop(static)
-                        continue
-                    if best_heap is None:
-                        best_heap, best_i = static, i
-                    else:
-                        best_v = exp(best_lv)
-                        if val < best_v or (val == best_v and (lst, i) < (best_last, best_i)):
-                            best_heap, best_i = static, i
-                    break
-                if best_heap is None:
+                first = lowest(t)
+                if first is None:
                     break  # only pinned items left: the simulator will not ask
-                heappop(best_heap)
-                ver[best_i] += 1
-                state[best_i] = ABSENT
-                out.append(best_i)
-                freed += tok[best_i]
+                heap, i, _ = first
+                heappop(heap)
+                ver[i] += 1
+                state[i] = ABSENT
+                out.append(i)
+                freed += tok[i]
             return out
 
         return victims

@@ -111,7 +111,10 @@ BAD = [
     (["convert", "src=s.json", "out=o.jsonl"], "error: dataset is required"),
     (["convert", "dataset=csv", "src=s.json", "out=o.jsonl"], ("dataset", "csv")),
     (["convert", "dataset=locomo", "out=o.jsonl"], "error: src is required"),
-    (["convert", "dataset=locomo", "src=missing.json", "out=o.jsonl"], "missing.json: cannot read"),
+    (
+        ["convert", "dataset=locomo", "src=missing.json", "out=o.jsonl"],
+        "src=missing.json: no such file",
+    ),
     (["convert", "dataset=locomo", "src=broken.json", "out=o.jsonl"], "malformed JSON"),
     (
         ["convert", "dataset=taubench", "src=list.json", "out=o.jsonl"],
@@ -125,7 +128,7 @@ BAD = [
     (["convert", "dataset=locomo", "src=s.json", "out=o.jsonl", "speaker_a_type=robot"], "robot"),
     (["convert", "locomo", "s.json", "o.jsonl"], "'locomo'"),
     (["stats"], "error: trace is required"),
-    (["stats", "trace=missing.jsonl"], "missing.jsonl:0: no such trace file"),
+    (["stats", "trace=missing.jsonl"], "trace=missing.jsonl: no such file"),
     (["stats", "trace=s.json", "json=maybe"], "json=maybe"),
     (["frobnicate"], "unknown data command 'frobnicate'"),
 ]
@@ -215,3 +218,59 @@ def test_simple_is_one_of_the_generators():
     assert a == list(generate_simple(seed=4, streams=2, events_per_stream=30, pin_rate=0.1))
     with pytest.raises(ValueError, match="unknown knob"):
         generate("simple", files=3)
+
+
+# ------------------------------------------------------------------ overwrite refusal
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["generate", "streams=1", "events_per_stream=20"],
+        ["convert", "dataset=taubench", f"src={TAUBENCH}"],
+    ],
+    ids=["generate", "convert"],
+)
+def test_an_existing_out_is_refused_unless_overwrite_is_true(tmp_path, capsys, argv):
+    out = tmp_path / "t.jsonl"
+    out.write_text("precious\n")
+    stamp = out.stat().st_mtime_ns
+    assert data_main([*argv, f"out={out}"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: out={out} exists; overwrite=true replaces it\n"
+    assert out.read_text() == "precious\n" and out.stat().st_mtime_ns == stamp
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]
+    assert data_main([*argv, f"out={out}", "overwrite=true"]) == 0
+    assert load_trace(out).n_events > 0
+
+
+def test_the_bundled_default_trace_cannot_be_overwritten_by_accident(capsys):
+    before = BUNDLED.read_bytes()
+    assert (
+        data_main(["generate", "seed=1", "streams=1", "events_per_stream=5", f"out={BUNDLED}"]) == 2
+    )
+    assert "overwrite=true" in capsys.readouterr().err and BUNDLED.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["generate", "out=missing_dir/t.jsonl"], "out=missing_dir/t.jsonl: folder missing_dir"),
+        (["generate", "out=."], "out=.: is a directory"),
+        (["generate", "out="], "out must name a file"),
+        (["generate", "out=t.jsonl", "overwrite=yes"], "overwrite must be true or false"),
+        (["generate", "out=t.jsonl", f"streams={2**64}"], "streams must fit in a signed 64-bit"),
+        (["generate", "out=t.jsonl", "archetype=coding", "token_scale=inf"], "token_scale must be a finite"),
+        (["stats", "trace=."], "trace=.: is a directory"),
+        (["stats", "trace=/dev/zero"], "trace=/dev/zero: not a regular file"),
+        (["stats", f"trace={BUNDLED}", "json=1"], "json must be true or false, got 1"),
+        (["convert", "dataset=locomo", "src=.", "out=o.jsonl"], "src=.: is a directory"),
+        (["convert", "dataset=locomo", f"src={LOCOMO}", "out=o.jsonl", "captions=off"], "captions must be true or false"),
+    ],
+)  # fmt: skip
+def test_files_and_values_are_checked_before_anything_is_read_or_written(
+    tmp_path, monkeypatch, capsys, argv, message
+):
+    monkeypatch.chdir(tmp_path)
+    assert data_main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(f"error: {message}") and len(err.splitlines()) == 1, err
+    assert list(tmp_path.iterdir()) == []

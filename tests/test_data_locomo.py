@@ -238,7 +238,9 @@ def test_missing_or_bad_field_is_named(tmp_path, capsys, mutate, field):
     out = tmp_path / "o.jsonl"
     write_trace(out, [])  # an existing good file must survive a failed conversion untouched
     before = out.read_bytes()
-    assert data_main(["convert", "dataset=locomo", f"src={src}", f"out={out}"]) == 2
+    assert (
+        data_main(["convert", "dataset=locomo", f"src={src}", f"out={out}", "overwrite=true"]) == 2
+    )
     assert field in capsys.readouterr().err
     assert out.read_bytes() == before
 

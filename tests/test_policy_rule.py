@@ -108,20 +108,65 @@ def test_annotation_overrides_until_next_annotation():
     assert Run(kept, plain(), budget=200).evicted == ["th1"]
 
 
-def test_admission_threshold_sends_cheap_writes_to_short_term_cache():
-    events = []
-    for k in range(20):
-        events.append(W(f"u{k}", 3 * k, "user_input", tokens=50))
-        events.append(W(f"t{k}", 3 * k + 1, "llm_thought", tokens=50))
-        events.append(R(f"q{k}", 3 * k + 2, [f"u{k}"]))
-    # use_boost off: with it, the used inputs would outrank each fresh one (see the next test)
-    selective = Run(events, plain(admit_threshold=0.5, use_boost=0.0), budget=400)
-    everything = Run(events, plain(admit_threshold=0.0, use_boost=0.0), budget=400)
-    assert selective.bypassed == [f"t{k}" for k in range(20)]
-    assert selective.metrics["hit_rate"] == everything.metrics["hit_rate"] == 1.0
-    # it holds only the user inputs: 50 tokens more per request, up to the budget
-    assert selective.metrics["mean_context_tokens"] < everything.metrics["mean_context_tokens"]
-    assert max(selective.result.context_tokens) == 400
+def test_cheap_write_is_admitted_while_there_is_room():
+    # a plain thought is worth 0.4 < admit_threshold 0.5, but 1000 tokens are free: it goes in
+    # and the request after it hits (it used to bypass, and rule missed with budget to spare)
+    events = [W("th", 0), R("q", 1, ["th"])]
+    run = Run(events, plain(admit_threshold=0.5), budget=1000)
+    assert run.bypassed == []
+    assert run.hits("q") == [True]
+    assert max(run.result.context_tokens) == 100
+
+
+def test_cheap_write_is_declined_when_it_would_evict_something_worth_more():
+    # two user inputs fill the 200 tokens; at t=2 the first is worth 0.7 * 2**(-2/1800) ~ 0.699
+    # > 0.4, the fresh thought's value: admitting it would evict more value, so it bypasses
+    events = [W("u1", 0, "user_input"), W("u2", 1, "user_input"), W("th", 2)]
+    run = Run(events, plain(admit_threshold=0.5), budget=200)
+    assert run.bypassed == ["th"]
+    assert run.evicted == []
+    u1 = run.trace.item_index["u1"]
+    assert run.policy.value(u1, 2.0) == pytest.approx(0.7 * 2 ** (-2 / 1800))
+
+
+def test_cheap_write_is_admitted_when_the_first_victim_is_worth_less():
+    # ten minutes (five 2-minute half-lives) after its write, th0 is worth 0.4 / 32 = 0.0125
+    # (above the 0.01 floor) < 0.4: the fresh thought is admitted and th0 is the one evicted
+    events = [W("th0", 0), W("u", 0, "user_input"), W("th1", 600), R("q", 601, ["th1"])]
+    run = Run(events, plain(admit_threshold=0.5), budget=200)
+    assert run.bypassed == []
+    assert run.evicted == ["th0"]
+    assert run.hits("q") == [True]
+    th0 = run.trace.item_index["th0"]
+    assert run.policy.value(th0, 600.0) == pytest.approx(0.0125)
+
+
+def test_cheap_write_is_declined_when_making_room_reaches_something_worth_more():
+    # at t=600 th0 is worth 0.0125 (100 tokens) and u 0.7 * 2**(-600/1800) ~ 0.556 (200
+    # tokens); a 200-token thought (0.4) needs 200 tokens freed: th0, then u, worth more
+    events = [W("th0", 0), W("u", 0, "user_input", tokens=200), W("big", 600, tokens=200)]
+    run = Run(events, plain(admit_threshold=0.5), budget=300)
+    assert run.bypassed == ["big"]
+    assert run.evicted == []  # th0 stays
+    # without the threshold, big is admitted, th0 evicted for it, then big itself (0.4 < 0.556)
+    assert Run(events, plain(admit_threshold=0.0), budget=300).evicted == ["th0", "big"]
+
+
+def test_cheap_write_tie_is_admitted_and_the_older_item_goes():
+    # same type, same time, same value 0.4: the resident is not worth more, so the newcomer
+    # enters and the tie goes to recency (the older write is evicted)
+    run = Run([W("a", 0), W("b", 0)], plain(admit_threshold=0.5), budget=100)
+    assert run.bypassed == []
+    assert run.evicted == ["a"]
+
+
+def test_pinned_items_are_not_victims_for_admission():
+    # memory is full of a pinned thought: nothing unpinned could make room, so a cheap write
+    # is declined (the only thing admitting it could evict is itself)
+    events = [W("th", 0), PIN("th", 0), W("x", 1)]
+    run = Run(events, plain(admit_threshold=0.5), budget=100)
+    assert run.bypassed == ["x"]
+    assert run.evicted == []
 
 
 def test_used_items_outrank_fresh_ones_of_their_type():
@@ -134,13 +179,24 @@ def test_used_items_outrank_fresh_ones_of_their_type():
 
 
 def test_fetched_items_are_admitted_by_default():
-    events = [W("t", 0), R("q", 1, ["t"]), R("q2", 2, ["t"])]
+    # two user inputs (0.7 each, 200 tokens) fill the budget: the thought (0.4) bypasses
+    events = [W("u1", 0, "user_input", tokens=200), W("u2", 0, "user_input", tokens=200),
+              W("t", 0), R("q", 1, ["t"]), R("q2", 2, ["t"])]  # fmt: skip
     run = Run(events, plain(admit_threshold=0.9), budget=400, demand_fetch=True)
     assert run.bypassed == ["t"]
-    assert run.hits("q2") == [True]
+    # by default each miss is fetched; worth 0.5 after a use < u1 (~0.7), it is evicted again
+    assert run.evicted == ["t", "t"]
+    assert run.hits("q2") == [False]
+    # judged like a write: its room would cost u1, worth more, so the fetch is declined
     strict = Run(events, plain(admit_threshold=0.9, admit_fetched=False), budget=400,
                  demand_fetch=True)  # fmt: skip
+    assert strict.evicted == []
     assert strict.hits("q2") == [False]
+    # with room, the fetch is admitted either way and the next request hits
+    for fetched in (True, False):
+        roomy = Run(events, plain(admit_threshold=0.9, admit_fetched=fetched), budget=500,
+                    demand_fetch=True)  # fmt: skip
+        assert roomy.hits("q2") == [True]
 
 
 def test_bad_parameters_are_rejected():
@@ -177,11 +233,26 @@ class NaiveRule(NaiveRescan):
     def admit(self, i, now, reason):
         if reason == ADMIT_FETCH and self.p.admit_fetched:
             return True
+        t = float(self.ctx.trace.ev_t[now])
         if i not in self.override and reason != ADMIT_FETCH:
             v = self.base[i] + min(self.p.use_cap, self.p.use_boost * self.uses.get(i, 0))
         else:
-            v = self.value(i, float(self.ctx.trace.ev_t[now]))
-        return v >= self.p.admit_threshold
+            v = self.value(i, t)
+        if v >= self.p.admit_threshold:
+            return True
+        memory = self.ctx.memory
+        if memory.used_tokens + int(self.ctx.trace.item_tokens[i]) <= self.ctx.budget:
+            return True  # room: admitting evicts nothing
+        need = memory.used_tokens + int(self.ctx.trace.item_tokens[i]) - self.ctx.budget
+        cands = sorted((j for j in memory.items() if not memory.is_pinned(j)),
+                       key=lambda j: self.key(j, t))  # fmt: skip
+        for j in cands:  # the victims that would make room, lowest value first
+            if self.value(j, t) > v * (1 + 1e-9):
+                return False  # one is worth more than the newcomer
+            need -= int(self.ctx.trace.item_tokens[j])
+            if need <= 0:
+                return True
+        return False  # even evicting every unpinned item would not make room
 
     def insert(self, i, now):
         self.anchor[i] = float(self.ctx.trace.ev_t[now])

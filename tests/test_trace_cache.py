@@ -1,4 +1,7 @@
-"""The disk cache of parsed traces serves exactly what parsing gives, and never stale data."""
+"""The disk cache of parsed traces serves exactly what parsing gives, and never stale data.
+
+(Damage, planted pickles, orphans and the size cap, for every cache: tests/test_cache_safety.py.)
+"""
 
 from __future__ import annotations
 
@@ -48,13 +51,41 @@ def test_an_edited_file_is_parsed_again(tmp_path, trace_file):
     assert tr.item_id == ["only"] and tr.n_events == 1
 
 
-def test_a_damaged_entry_is_ignored_and_rewritten(tmp_path, trace_file):
+def test_a_damaged_entry_is_discarded_with_one_warning_and_rewritten(tmp_path, trace_file, capsys):
     cache = tmp_path / "cache"
     load_trace_cached(trace_file, directory=cache)
     entry = entry_path(trace_file, cache)
     entry.write_bytes(b"garbage")
     same_trace(load_trace_cached(trace_file, directory=cache), load_trace(trace_file))
     assert entry.read_bytes() != b"garbage"
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"warning: discarded corrupt cache entry {entry} (ValueError: ")
+    assert line.endswith("); rebuilding")
+    same_trace(load_trace_cached(trace_file, directory=cache), load_trace(trace_file))
+    assert capsys.readouterr().err == ""  # healed: served silently
+
+
+def test_the_entry_is_numbers_and_json_only(tmp_path, trace_file):
+    """No pickle anywhere: every member loads with allow_pickle=False and is numeric."""
+    cache = tmp_path / "cache"
+    load_trace_cached(trace_file, directory=cache)
+    entry = entry_path(trace_file, cache)
+    assert entry.name.endswith(".npz") and entry.parent == cache
+    with np.load(entry, allow_pickle=False) as z:
+        members = {name: z[name] for name in z.files}
+    assert all(a.dtype.kind in "biuf" for a in members.values())
+    header = json.loads(members["__header__"].tobytes())
+    assert header["kind"] == "traces" and header["meta"]["header"]["g"] == 1
+    assert {name for name, _, _ in header["arrays"]} == set(members) - {"__header__", "__digest__"}
+
+
+def test_the_key_is_the_file_content(tmp_path, trace_file):
+    copy = tmp_path / "copy.jsonl.gz"
+    copy.write_bytes(trace_file.read_bytes())
+    assert entry_path(copy, tmp_path) == entry_path(trace_file, tmp_path)
+    events = [{"event": "write", "id": "only", "tokens": 9, "type": "user_input"}]
+    write_trace(copy, events)
+    assert entry_path(copy, tmp_path) != entry_path(trace_file, tmp_path)
 
 
 def test_invalid_traces_are_never_cached(tmp_path):
@@ -63,7 +94,7 @@ def test_invalid_traces_are_never_cached(tmp_path):
     cache = tmp_path / "cache"
     with pytest.raises(TraceError, match=r"bad.jsonl:1: "):
         load_trace_cached(bad, directory=cache)
-    assert not list(cache.glob("*.pkl"))
+    assert not cache.exists() or not list(cache.iterdir())
     with pytest.raises(TraceError, match="no such trace file"):
         load_trace_cached(tmp_path / "absent.jsonl", directory=cache)
 

@@ -399,3 +399,51 @@ def test_file_and_in_memory_builders_agree(tmp_path_factory, events):
     a, b = load_trace(path), trace_from_events(events)
     for name in ("ev_kind", "ev_stream", "ev_ref", "item_tokens", "needs", "needs_ptr"):
         assert np.array_equal(getattr(a, name), getattr(b, name))
+
+
+# ------------------------------------------------------- compact columns, exactly
+@given(valid_traces(), st.booleans())
+def test_loaded_columns_read_like_the_lists_they_replace(tmp_path_factory, events, spill):
+    from memlens import trace_io
+
+    path = tmp_path_factory.mktemp("pk") / "t.jsonl"
+    write_trace(path, events)
+    saved = trace_io.SPILL_BYTES
+    trace_io.SPILL_BYTES = 0 if spill else saved  # texts and metas in temporary files
+    try:
+        tr = load_trace(path)
+    finally:
+        trace_io.SPILL_BYTES = saved
+    writes = [e for e in events if e["event"] == "write"]
+    requests = [e for e in events if e["event"] == "request"]
+    assert list(tr.item_text) == [e["text"] for e in writes] == tr.item_text
+    assert tr.item_task == [""] * len(writes) and tr.item_meta == [{}] * len(writes)
+    assert [tr.req_id[r] for r in range(-len(requests), 0)] == [e["id"] for e in requests]
+    assert tr.req_meta == [{} for _ in requests] and tr.req_text == [""] * len(requests)
+    assert tr.item_index == {e["id"]: i for i, e in enumerate(writes)}
+
+
+@given(valid_traces())
+def test_to_arrays_and_back_is_the_same_trace(events):
+    from dataclasses import fields
+
+    from memlens.trace import Trace
+
+    tr = trace_from_events(events, source="a")
+    back = Trace.from_arrays(*tr.to_arrays(), "a")
+    for f in fields(Trace):
+        x, y = getattr(tr, f.name), getattr(back, f.name)
+        if isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and np.array_equal(x, y), f.name
+        else:
+            assert x == y, f.name
+
+
+def test_meta_and_unknown_fields_survive_packing(tmp_path):
+    meta = {"role": "key-output", "nested": {"list": [1, 2.5, None, True], "s": "é"}}
+    lines = dumps([{**GOOD[0], "meta": meta, "colour": "red"}, GOOD[1],
+                   {**GOOD[2], "meta": {"task": "t"}}])  # fmt: skip
+    tr = load_trace(write_lines(tmp_path / "m.jsonl", lines))
+    assert tr.item_meta[0] == {**meta, "colour": "red"} and tr.item_meta[1] == {}
+    assert tr.req_meta == [{"task": "t"}]
+    assert tr.item_meta[0] is not tr.item_meta[0]  # decoded on access: mutation cannot leak

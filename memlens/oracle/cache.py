@@ -1,10 +1,11 @@
 """On-disk cache of oracle results, so a sweep over policies solves each bound once.
 
-One ``.npz`` file per key: the per-stream numbers as JSON plus the plans the oracle policy
-replays.  The key hashes the trace content (``Trace.sha256``), its pins (``Trace.pin_keys``),
-the budget, demand fetch, the solver settings and ``FORMAT``; bump ``FORMAT`` whenever a change
-to the oracle can change its numbers, so stale files are never read.  Files are written
-atomically (``memlens.atomic``); an unreadable file is treated as a miss and rewritten.
+One entry per key (``memlens.safecache``: numbers and JSON only, checksummed): the per-stream
+numbers as JSON metadata plus the plans the oracle policy replays as arrays.  The key hashes the
+trace content (``Trace.sha256``), its pins (``Trace.pin_keys``), the budget, demand fetch, the
+solver settings, ``FORMAT`` and the storage format; bump ``FORMAT`` whenever a change to the
+oracle can change its numbers, so stale entries are never read.  A damaged entry is discarded
+with one warning and solved again.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
-from memlens.atomic import atomic_path
+from memlens import safecache
 from memlens.cachedir import cache_dir as shared_cache_dir
 from memlens.trace import Trace
 
 FORMAT = 2  # 2: MILP dual bound may tighten the upper bound of small streams
+KIND = "oracle"
 
 
 def key(trace: Trace, budget: int, demand_fetch: bool, solver: dict) -> str:
@@ -27,6 +29,7 @@ def key(trace: Trace, budget: int, demand_fetch: bool, solver: dict) -> str:
     blob = json.dumps(
         {
             "format": FORMAT,
+            "store": safecache.FORMAT,
             "trace": trace.sha256,
             "pins": pins,
             "budget": budget,
@@ -52,20 +55,22 @@ def exists(cache_dir, k: str) -> bool:
 
 
 def load(cache_dir: str, k: str):
+    """The stored ``OracleResult`` for key ``k``, or ``None`` (absent, or damaged and dropped)."""
+    return safecache.load(_path(cache_dir, k), KIND, _decode)
+
+
+def _decode(arrays: dict, meta: dict):
     from memlens.oracle.solve import OracleResult, StreamBound
 
-    path = _path(cache_dir, k)
-    if not path.exists():
-        return None
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            meta = json.loads(bytes(z["meta"]).decode())
-            ptr, ev, item = z["plan_ptr"], z["plan_event"], z["plan_item"]
-    except (OSError, ValueError, KeyError):
-        return None
+    ptr, ev, item = arrays["plan_ptr"], arrays["plan_event"], arrays["plan_item"]
+    n = len(meta["streams"])
+    if ptr.shape != (n + 1,) or ev.shape != item.shape or ptr[0] != 0 or ptr[-1] != ev.size:
+        raise ValueError("the plans do not match the streams")
+    if np.any(np.diff(ptr) < 0):
+        raise ValueError("the plan offsets decrease")
     plans = [
         np.stack([ev[ptr[s] : ptr[s + 1]], item[ptr[s] : ptr[s + 1]]], axis=1).astype(np.int64)
-        for s in range(len(meta["streams"]))
+        for s in range(n)
     ]
     return OracleResult(
         budget=meta["budget"],
@@ -87,11 +92,9 @@ def store(cache_dir: str, k: str, result) -> None:
     lens = [p.shape[0] for p in result.plans]
     ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
     allp = np.concatenate(result.plans) if result.plans else np.zeros((0, 2), np.int64)
-    with atomic_path(_path(cache_dir, k)) as tmp, open(tmp, "wb") as f:
-        np.savez_compressed(
-            f,
-            meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
-            plan_ptr=ptr,
-            plan_event=allp[:, 0].astype(np.int64),
-            plan_item=allp[:, 1].astype(np.int64),
-        )
+    arrays = {
+        "plan_ptr": ptr,
+        "plan_event": allp[:, 0].astype(np.int64),
+        "plan_item": allp[:, 1].astype(np.int64),
+    }
+    safecache.store(_path(cache_dir, k), KIND, arrays, meta)

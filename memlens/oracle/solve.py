@@ -28,6 +28,7 @@ from memlens.oracle import cache
 from memlens.oracle.bounds import OracleSolveError, lp_upper, milp_schedule, relaxed_upper
 from memlens.oracle.model import build_model, keep_pairs, schedule_load_ok
 from memlens.oracle.rounding import round_schedule
+from memlens.setting_values import number
 from memlens.trace import Trace
 
 METHODS = ("auto", "lp", "relaxed")
@@ -48,9 +49,10 @@ class OracleSettings:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"oracle.method must be one of {METHODS}, got {self.method!r}")
-        for key in ("lp_max_references", "milp_max_gaps", "milp_node_limit"):
-            if getattr(self, key) < 0:
-                raise ValueError(f"oracle.{key} must be >= 0, got {getattr(self, key)}")
+        for key in ("lp_max_references", "milp_max_gaps"):
+            number(f"oracle.{key}", getattr(self, key), low=0, integer=True)
+        # HiGHS takes its node limit as a 32-bit integer option
+        number("oracle.milp_node_limit", self.milp_node_limit, low=0, high=2**31 - 1, integer=True)
 
     def solver_key(self) -> dict:
         """The settings that change the numbers (not where they are cached)."""

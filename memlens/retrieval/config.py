@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from memlens.setting_values import number
 from memlens.trace import ITEM_TYPES
 
 
@@ -17,6 +18,10 @@ from memlens.trace import ITEM_TYPES
 class QueryConfig:
     goal_weight: float = 0.0  # add the stream task's first user input to the query
     last_action_weight: float = 0.0  # add the stream's most recent write to the query
+
+    def __post_init__(self) -> None:
+        for key in ("goal_weight", "last_action_weight"):
+            number(f"retrieval.query.{key}", getattr(self, key), low=0)
 
 
 @dataclass
@@ -31,8 +36,8 @@ class FilterConfig:
         for t in self.types or []:
             if t not in ITEM_TYPES:
                 raise ValueError(f"retrieval.filter.types: unknown item type {t!r}")
-        if self.max_age_s is not None and not self.max_age_s >= 0:
-            raise ValueError(f"retrieval.filter.max_age_s must be >= 0, got {self.max_age_s}")
+        if self.max_age_s is not None:
+            number("retrieval.filter.max_age_s", self.max_age_s, low=0)
 
 
 @dataclass
@@ -45,8 +50,9 @@ class RerankConfig:
     freshness_half_life_s: float = 3600.0
 
     def __post_init__(self) -> None:
-        if not self.freshness_half_life_s > 0:
-            raise ValueError("retrieval.rerank.freshness_half_life_s must be > 0")
+        for key in ("similarity", "value", "freshness"):
+            number(f"retrieval.rerank.{key}", getattr(self, key), low=0)
+        number("retrieval.rerank.freshness_half_life_s", self.freshness_half_life_s, above=0)
 
 
 @dataclass
@@ -57,11 +63,10 @@ class HnswConfig:
     exact_below: int = 64  # score exactly when the filtered candidates are this few
 
     def __post_init__(self) -> None:
-        for key, least in (("M", 2), ("ef_construction", 1), ("ef_search", 1)):
-            if getattr(self, key) < least:
-                raise ValueError(
-                    f"retrieval.hnsw.{key} must be >= {least}, got {getattr(self, key)}"
-                )
+        # hnswlib caps M at 10000 itself (with a warning): above it the setting would be ignored
+        for key, least, most in (("M", 2, 10_000), ("ef_construction", 1, None),
+                                 ("ef_search", 1, None), ("exact_below", 0, None)):  # fmt: skip
+            number(f"retrieval.hnsw.{key}", getattr(self, key), low=least, high=most, integer=True)
 
 
 @dataclass
@@ -78,7 +83,6 @@ class RetrievalConfig:
     hnsw: HnswConfig = field(default_factory=HnswConfig)
 
     def __post_init__(self) -> None:
-        if self.budget < 0:
-            raise ValueError(f"retrieval.budget must be >= 0 tokens, got {self.budget}")
-        if self.k < 0:
-            raise ValueError(f"retrieval.k must be >= 0, got {self.k}")
+        number("retrieval.budget", self.budget, low=0, below=2**62, integer=True)  # tokens
+        number("retrieval.k", self.k, low=0, integer=True)
+        number("retrieval.min_similarity", self.min_similarity, low=-1, high=1)  # a cosine

@@ -1,0 +1,83 @@
+"""What a replay command checks before it starts, beyond the settings' own ranges.
+
+The typed settings (``memlens.settings``) check each value on its own.  What is left needs
+the settings together or the file system, and is checked here by ``memlens.commands``'
+``check_*`` functions, before Hydra creates the run folder, MLflow opens a run or a cache entry
+is written:
+
+* the engine against the policies: ``engine=fast`` needs a compiled kernel for every policy
+  it replays (and no retrieval running inside the replay);
+* every file a setting names (``memlens.pathcheck``): a trace, an embeddings corpus, must be
+  a readable regular file (a directory, a FIFO or ``/dev/zero`` would hang or fail mid-run); a
+  cache directory must not be a file; an embedder's package must be installed;
+* the traces themselves, parsed and validated (:func:`trace_loader`): returned as a deferred
+  step, run once every job's settings have passed, so a bad setting in one job of a sweep never
+  costs a trace parse (and the parsed trace is the one the run then uses).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import zlib
+from collections.abc import Callable
+
+from memlens.config import SettingsError, policy_targets
+from memlens.pathcheck import check_cache_dir, check_input_file
+from memlens.policy import COMPILED_KERNELS, kernel_of
+from memlens.settings import CommonConfig
+
+
+def policies_with_kernels() -> list[str]:
+    """Registered policies whose class has a compiled kernel (``engine=fast`` can run them)."""
+    from hydra.utils import get_class
+
+    return [n for n, target in policy_targets().items() if get_class(target) in COMPILED_KERNELS]
+
+
+def check_engine(settings: CommonConfig, policies: dict[str, object]) -> None:
+    """``engine=fast`` with policies (name -> instance) it can replay, and no live retrieval."""
+    if settings.engine != "fast":
+        return
+    if settings.retrieval.enabled and settings.retrieval.promote:
+        raise SettingsError("engine=fast cannot run retrieval.promote=true (retrieval must run "
+                            "inside the replay): use engine=auto or engine=reference")  # fmt: skip
+    slow = [name for name, policy in policies.items() if kernel_of(policy) is None]
+    if slow:
+        raise SettingsError(
+            f"engine=fast: policy {slow[0]} has no compiled kernel (policies with one: "
+            f"{', '.join(policies_with_kernels())}); use engine=auto or engine=reference"
+        )
+
+
+def check_files(settings: CommonConfig, traces: list[str]) -> None:
+    """Every file and directory the settings name, without reading any of them."""
+    for path in traces:
+        check_input_file("trace", path)
+    emb = settings.embeddings
+    if emb.corpus is not None:
+        check_input_file("embeddings.corpus", emb.corpus)
+    check_cache_dir("embeddings.cache_dir", emb.cache_dir)
+    check_cache_dir("oracle.cache_dir", settings.oracle.cache_dir)
+    needs = settings.retrieval.enabled and emb.kind == "sentence"
+    if needs and importlib.util.find_spec("sentence_transformers") is None:
+        raise SettingsError("embeddings.kind=sentence needs the sentence-transformers package, "
+                            "which is not installed (embeddings.kind=tfidf needs nothing)")  # fmt: skip
+
+
+def trace_loader(settings: CommonConfig, traces: list[str]) -> Callable[[], None]:
+    """The deferred step: parse and validate every trace (a ``TraceError`` names file, line
+    and field).  ``memlens.pipeline.load_trace`` memoises, so the run reuses the parse."""
+    from memlens.pipeline import load_trace
+    from memlens.trace_io import TraceError
+
+    def load() -> None:
+        for path in dict.fromkeys(traces):
+            try:
+                load_trace(settings, path)
+            except TraceError:
+                raise
+            except (ValueError, TypeError, OverflowError, EOFError, zlib.error) as exc:
+                # what the parser did not turn into a TraceError still names the file
+                raise SettingsError(f"trace={path}: cannot be read: {exc}") from None
+
+    return load
