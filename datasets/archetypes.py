@@ -32,9 +32,10 @@ import numpy as np
 from memlens.generate import (
     AT_LEAST_0,
     AT_LEAST_1,
-    POSITIVE,
     SHARE,
+    TOKEN_SIGMA,
     GeneratorKnobs,
+    Range,
     SimpleKnobs,
     knob,
 )
@@ -316,9 +317,11 @@ class ArchetypeKnobs(GeneratorKnobs):
         1.1, "Zipf exponent of which items are reused (0 = uniform, larger = few hot)", AT_LEAST_0
     )
     long_range_share: float = knob(0.3, "share of needs that reach back to long-lived items", SHARE)
-    token_scale: float = knob(1.0, "multiplies every item's mean token size", POSITIVE)
+    token_scale: float = knob(
+        1.0, "multiplies every item's mean token size", Range(0, 1000, lo_open=True)
+    )
     token_sigma: float = knob(
-        0.5, "log-normal spread of token sizes (0 = one size per kind of item)", AT_LEAST_0
+        0.5, "log-normal spread of token sizes (0 = one size per kind of item)", TOKEN_SIGMA
     )
     pin_rate: float = knob(
         0.0, "probability a long-lived item is pinned when written (till episode end)",

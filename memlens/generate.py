@@ -50,6 +50,9 @@ class Range:
 
 
 AT_LEAST_0, AT_LEAST_1 = Range(0), Range(1)
+# A log-normal spread above 3 draws items of billions of tokens (beyond the trace format's
+# 2**31 - 1): refused as a knob value rather than failing mid-generation.
+TOKEN_SIGMA = Range(0, 3)
 POSITIVE, SHARE = Range(0, lo_open=True), Range(0, 1)
 
 
@@ -158,7 +161,7 @@ class SimpleKnobs(GeneratorKnobs):
         0.004, "probability that an event pins a user input or unpins one", SHARE
     )
     max_pins: int = knob(2, "user inputs pinned at once per stream (at most)", AT_LEAST_1)
-    token_sigma: float = knob(0.6, "log-normal spread of item token sizes", AT_LEAST_0)
+    token_sigma: float = knob(0.6, "log-normal spread of item token sizes", TOKEN_SIGMA)
 
     def events(self) -> Iterator[dict]:
         return _simple_events(self)

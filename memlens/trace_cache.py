@@ -53,6 +53,7 @@ def load_trace_cached(
     )
     if trace is None:
         trace = load_trace(path)
-        arrays, meta = trace.to_arrays()
-        safecache.store(entry, KIND, arrays, meta)
+        if trace.n_requests:  # a trace with nothing to replay is refused by runs: keep no entry
+            arrays, meta = trace.to_arrays()
+            safecache.store(entry, KIND, arrays, meta)
     return trace

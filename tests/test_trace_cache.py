@@ -103,3 +103,12 @@ def test_disabled_cache_writes_nothing(tmp_path, trace_file):
     cache = tmp_path / "cache"
     load_trace_cached(trace_file, enabled=False, directory=cache)
     assert not cache.exists()
+
+
+def test_a_trace_without_requests_is_served_but_never_cached(tmp_path):
+    """Runs refuse such a trace (nothing to replay): a refused run must leave no cache entry."""
+    path = tmp_path / "writes.jsonl"
+    write_trace(path, [{"event": "write", "id": "a", "tokens": 3, "type": "user_input"}])
+    cache = tmp_path / "cache"
+    assert load_trace_cached(path, directory=cache).item_id == ["a"]
+    assert not entry_path(path, cache).exists()
