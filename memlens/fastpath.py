@@ -196,9 +196,12 @@ def simulate_fast(trace: Trace, kernel: str, name: str, budget: int, demand_fetc
     mv_event = np.empty(cap, np.int64)
     mv_item = np.empty(cap, np.int32)
     mv_kind = np.empty(cap, np.int8)
+    # uses per item, for false evictions: counted here, not cached on the trace (it is only
+    # needed while the kernel runs)
+    n_uses = np.bincount(trace.needs, minlength=trace.n_items).astype(np.int32)
     args = (
         trace.ev_kind, trace.ev_stream, trace.ev_ref, trace.item_tokens, trace.needs_ptr,
-        trace.needs, trace.item_n_uses, trace.n_streams, budget, bool(demand_fetch),
+        trace.needs, n_uses, trace.n_streams, budget, bool(demand_fetch),
         kernel == "lru", need_hit, ctx, pinned_at, evictions, false_ev,
         mv_event, mv_item, mv_kind,
     )  # fmt: skip

@@ -82,6 +82,8 @@ def check_knobs(obj) -> None:
             not isinstance(value, want) or (want is not bool and isinstance(value, bool))
         ):
             raise ValueError(f"{f.name} must be {_KINDS[want]}, got {value!r}")
+        if want is float and not math.isfinite(value):  # before the range: say what is wrong
+            raise ValueError(f"{f.name} must be a finite number, got {value}")
         valid = f.metadata.get("valid")
         if valid is not None and value not in valid:
             raise ValueError(f"{f.name} must be {valid}, got {value!r}")

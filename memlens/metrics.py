@@ -453,16 +453,12 @@ def _joined_parts(per_stream: list[dict]) -> dict:
             for key, (_, den) in per_stream[0].items()}  # fmt: skip
 
 
-def _ids_per_request(trace: Trace, mask: np.ndarray | None) -> StringLists:
-    """Per request, the ids of its needed items where ``mask`` (per reference; None: all)
-    holds: a list of lists to read, gathered from the packed ids only when read or written (a
+def _ids_per_request(trace: Trace, hit: np.ndarray | None = None, keep_if: bool = True
+                     ) -> StringLists:  # fmt: skip
+    """Per request, the ids of its needed items (those whose ``hit`` flag is ``keep_if``, if
+    given): a list of lists to read, gathered from the packed ids only when read or written (a
     Python list per request and a ``str`` per id would dominate a large run's memory)."""
-    if mask is None:
-        return StringLists(trace.item_id, trace.needs, trace.needs_ptr)
-    counts = np.bincount(trace.need_request[mask], minlength=trace.n_requests)
-    ptr = np.zeros(trace.n_requests + 1, dtype=np.int64)
-    np.cumsum(counts, out=ptr[1:])
-    return StringLists(trace.item_id, trace.needs[mask], ptr)
+    return StringLists(trace.item_id, trace.needs, trace.needs_ptr, hit, keep_if)
 
 
 def _request_miss_costs(trace: Trace, missed: np.ndarray, price_per_mtok: float,
@@ -499,13 +495,13 @@ def per_request_table(
     """
     hits = request_hits(trace, result)
     needs_count = trace.req_needs_count
-    hit = result.need_hit.astype(bool)
-    miss_usd, miss_s = _request_miss_costs(trace, ~hit, price_per_mtok,
+    hit = result.need_hit
+    miss_usd, miss_s = _request_miss_costs(trace, hit == 0, price_per_mtok,
                                            costs if costs is not None else CostsConfig())  # fmt: skip
     per_request = {
-        "needed_ids": _ids_per_request(trace, None),
-        "hit_ids": _ids_per_request(trace, hit),
-        "missed_ids": _ids_per_request(trace, ~hit),
+        "needed_ids": _ids_per_request(trace),
+        "hit_ids": _ids_per_request(trace, hit, True),
+        "missed_ids": _ids_per_request(trace, hit, False),
         "miss_cost_usd": miss_usd,
         "miss_latency_s": miss_s,
     }

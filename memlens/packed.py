@@ -378,26 +378,41 @@ class TakenStrings(Sequence):
         return list(self)
 
     def arrow(self, lo: int = 0, hi: int | None = None):
+        return self.gather(self.index[lo:hi])
+
+    def gather(self, index: np.ndarray):
+        """``values[index]`` as an Arrow ``string`` array (gathered in C++)."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        if self._source is None:
+        if self._source is None:  # the whole column as Arrow, once (no copy when packed)
             self._source = _arrow_strings(self.values)
-        return _small(pc.take(self._source, pa.array(self.index[lo:hi])))
+        return _small(pc.take(self._source, pa.array(index)))
 
 
 class StringLists(Sequence):
-    """Row ``r`` is the list ``values[index[ptr[r]:ptr[r + 1]]]`` (CSR): per-request id lists
-    without a Python list per request.  :meth:`arrow` gives Arrow ``list<string>`` rows."""
+    """Row ``r`` is the list ``values[index[j]]`` for ``j`` in ``ptr[r]:ptr[r + 1]`` (CSR),
+    keeping only the ``j`` where ``bool(keep[j]) == keep_if`` when ``keep`` is given: per-request
+    id lists (all needs, hits, misses) without a Python list per request or a copy of the
+    index.  :meth:`arrow` gives Arrow ``list<string>`` rows."""
 
     __hash__ = None
 
-    def __init__(self, values: Sequence[str], index: np.ndarray, ptr: np.ndarray):
+    def __init__(self, values: Sequence[str], index: np.ndarray, ptr: np.ndarray,
+                 keep: np.ndarray | None = None, keep_if: bool = True):  # fmt: skip
         self.values, self.index, self.ptr = values, np.asarray(index), np.asarray(ptr)
+        self.keep, self.keep_if = keep, keep_if
         self._taken = TakenStrings(values, self.index)
 
     def __len__(self) -> int:
         return int(self.ptr.shape[0]) - 1
+
+    def _kept(self, a: int, b: int) -> np.ndarray | None:
+        """Which of the entries ``a:b`` are kept (None: all)."""
+        if self.keep is None:
+            return None
+        kept = self.keep[a:b].astype(bool)
+        return kept if self.keep_if else ~kept
 
     def __getitem__(self, r):
         if isinstance(r, slice):
@@ -406,8 +421,9 @@ class StringLists(Sequence):
         r += len(self) if r < 0 else 0
         if not 0 <= r < len(self):
             raise IndexError("StringLists index out of range")
-        lo, hi = int(self.ptr[r]), int(self.ptr[r + 1])
-        return [self.values[i] for i in self.index[lo:hi].tolist()]
+        a, b = int(self.ptr[r]), int(self.ptr[r + 1])
+        index, kept = self.index[a:b], self._kept(a, b)
+        return [self.values[i] for i in (index if kept is None else index[kept]).tolist()]
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (list, StringLists)):
@@ -422,8 +438,14 @@ class StringLists(Sequence):
 
         hi = len(self) if hi is None else min(hi, len(self))
         ptr = self.ptr[lo : hi + 1]
-        flat = self._taken.arrow(int(ptr[0]), int(ptr[-1]))
-        return pa.ListArray.from_arrays(pa.array((ptr - ptr[0]).astype(np.int32)), flat)
+        a, b = int(ptr[0]), int(ptr[-1])
+        kept = self._kept(a, b)
+        if kept is None:
+            flat, offsets = self._taken.gather(self.index[a:b]), ptr - a
+        else:
+            flat = self._taken.gather(self.index[a:b][kept])
+            offsets = np.concatenate([[0], np.cumsum(kept)])[ptr - a]
+        return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), flat)
 
 
 def arrow_rows(column, lo: int, hi: int):

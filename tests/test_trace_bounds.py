@@ -413,6 +413,15 @@ def test_gathered_views_match_list_gathering(values, data):
         lists = StringLists(source, index, ptr)
         want = [[values[i] for i in index[a:b]] for a, b in zip(ptr[:-1], ptr[1:])]
         assert lists == want and lists.arrow().to_pylist() == want
+        keep = np.asarray(data.draw(st.lists(st.booleans(), min_size=len(index),
+                                             max_size=len(index))), dtype=np.uint8)  # fmt: skip
+        for keep_if in (True, False):
+            kept = StringLists(source, index, ptr, keep, keep_if)
+            want = [[values[index[j]] for j in range(a, b) if bool(keep[j]) == keep_if]
+                    for a, b in zip(ptr[:-1], ptr[1:])]  # fmt: skip
+            assert kept == want and kept.arrow().to_pylist() == want
+            if len(ptr) > 2:  # a block of rows, as the Parquet writer asks for them
+                assert kept.arrow(1, len(ptr) - 1).to_pylist() == want[1:]
 
 
 @given(st.lists(st.text(max_size=6), unique=True, max_size=300))
