@@ -75,7 +75,7 @@ def _show(value) -> str:
     return text if len(text) <= 80 else f"{text[:60]}... ({len(text):,} characters)"
 
 
-def _depth_error(obj: dict, line: int) -> tuple[str | None, str] | None:
+def _depth_error(obj: dict) -> tuple[str | None, str] | None:
     """(field, message) if ``obj`` nests deeper than :data:`MAX_DEPTH`, else None."""
     stack = [(v, 1, k) for k, v in obj.items()] if isinstance(obj, dict) else [(obj, 0, None)]
     while stack:
@@ -93,7 +93,7 @@ def check_depth(source: str, line: int, raw: bytes | None, obj) -> None:
     """Refuse an event nested deeper than :data:`MAX_DEPTH` (``raw``: its JSON text, if known,
     for a cheap first test: fewer brackets than that cannot nest that deep)."""
     if raw is None or raw.count(b"[") + raw.count(b"{") > MAX_DEPTH:
-        problem = _depth_error(obj, line)
+        problem = _depth_error(obj)
         if problem is not None:
             raise TraceError(source, line, *problem)
 
@@ -351,6 +351,7 @@ class _Builder:
 
     # --------------------------------------------------------------- freeze
     def build(self, sha256: str) -> Trace:
+        self.ids = None  # frees the id table now: it refers back to this builder (a cycle)
         col = np.frombuffer
         return Trace(
             source=self.source,

@@ -145,7 +145,8 @@ def _failing_line(path: str | os.PathLike) -> int:
             newlines += piece.count(b"\n")
     with contextlib.suppress(*_READ_ERRORS), open(path, "rb") as raw:
         reader = getattr(gzip, "_GzipReader", None)
-        fh = reader(raw) if reader is not None and _is_gzip(path, raw) else open_trace(path)
+        gz = _is_gzip(path, raw)
+        fh = raw if not gz else reader(raw) if reader is not None else gzip.GzipFile(fileobj=raw)
         while good > 0:
             piece = fh.read(min(good, _BLOCK))
             if not piece:
