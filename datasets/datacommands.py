@@ -30,11 +30,13 @@ from omegaconf import MISSING
 
 from memlens.generate import GeneratorKnobs, check_knobs, knob
 from memlens.trace import ITEM_TYPES
-from memlens.trace_io import load_trace, trace_from_events, write_trace
+from memlens.trace_io import FORMAT_VERSION, load_trace, trace_from_events, write_trace
 
 from .archetypes import GENERATORS
 from .convert_locomo import PLACEMENTS, convert_locomo
 from .convert_taubench import SOURCES, convert_taubench
+from .needs_derivation import NeedsSettings
+from .openai_import import Roles, import_openai
 
 SYNTHETIC_TOKENS = "none (synthetic token sizes)"
 OUT_HELP = "the trace file to write (.jsonl, or .jsonl.gz to compress)"
@@ -108,21 +110,22 @@ class LocomoSettings(ConvertSettings):
         "end: questions after the last session, after_evidence: after evidence",
     )
     speaker_a_type: ItemType = knob(ItemType.user_input, "item type of speaker_a's turns")
-    speaker_b_type: ItemType = knob(ItemType.llm_thought, "item type of speaker_b's turns")
+    speaker_b_type: ItemType = knob(ItemType.user_input, "item type of speaker_b's turns")
     turn_seconds: float = knob(30.0, "seconds between turns (LoCoMo dates sessions, not turns)")
     captions: bool = knob(True, "include image captions in the turn text")
 
 
 @dataclass
 class TaubenchSettings(ConvertSettings):
-    """tau-bench results (gpt-4o-airline.json): tool calls as requests, derived needs"""
+    """tau-bench results (gpt-4o-airline.json): derived needs of assistant turns"""
 
     converter = convert_taubench
     dataset: str = "taubench"
     source: Source = knob(
-        Source.first, "which earlier message holding an argument value is its source"
+        Source.alternatives,
+        "a value in several messages: alternatives (any will do) | first | last",
     )
-    keep_empty: bool = knob(False, "keep tool calls none of whose argument values was found")
+    keep_empty: bool = knob(False, "keep assistant turns for which no need was found")
 
 
 DATASETS: dict[str, type[ConvertSettings]] = {
@@ -131,13 +134,57 @@ DATASETS: dict[str, type[ConvertSettings]] = {
 }
 
 
+def validate(events: list[dict], header: dict, out: str) -> None:
+    """The checks loading the written file will make (header line first, as it is written)."""
+    head = {"event": "header", "version": header.get("version", FORMAT_VERSION), **header}
+    trace_from_events([head, *events], source=out)
+
+
 def convert(settings: ConvertSettings) -> str:
     """Convert, validate, then write (atomically); returns the summary to print."""
     events, header = type(settings).converter(settings.src, **settings.options())
-    trace_from_events(events, source=settings.out)  # same checks as loading the file later
+    validate(events, header, settings.out)
     n = write_trace(settings.out, events, header=header)
     return (
         f"wrote {n} events to {settings.out} (tokenizer {header.get('tokenizer')})\n"
+        f"{json.dumps(header['report'], indent=None)}"
+    )
+
+
+# ---------------------------------------------------------------------------- import
+FORMATS = ("openai",)
+
+
+@dataclass
+class ImportSettings:
+    """Agent logs (OpenAI chat-completions messages) -> a trace with derived needs"""
+
+    format: str = knob("openai", "the log format: openai (chat-completions message lists)")
+    src: str = knob(MISSING, "a .json/.jsonl(.gz) log file, or a directory of them")
+    out: str = knob(MISSING, OUT_HELP)
+    overwrite: bool = knob(False, OVERWRITE_HELP)
+    tokenizer: str | None = knob(
+        None, "approx (null = default), bpe_openai:NAME, tiktoken:NAME or hf:PATH"
+    )
+    keep_empty: bool = knob(False, "keep assistant turns for which no need was derived")
+    needs: NeedsSettings = field(default_factory=NeedsSettings)
+    roles: Roles = field(default_factory=Roles)
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMATS:
+            raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {self.format!r}")
+
+
+def import_logs(settings: ImportSettings) -> str:
+    """Import, validate, then write (atomically); returns the summary to print."""
+    events, header = import_openai(
+        settings.src, settings.tokenizer, settings.needs, settings.roles, settings.keep_empty
+    )
+    validate(events, header, settings.out)
+    n = write_trace(settings.out, events, header=header)
+    return (
+        f"wrote {n} events to {settings.out} (tokenizer {header.get('tokenizer')}, "
+        f"needs derived by {settings.needs.method})\n"
         f"{json.dumps(header['report'], indent=None)}"
     )
 
@@ -149,10 +196,16 @@ class StatsSettings:
 
     trace: str = knob(MISSING, "the trace file (.jsonl or .jsonl.gz)")
     json: bool = knob(False, "print the statistics as JSON instead of a table")
+    compare: str | None = knob(
+        None, "a generated trace to compare with trace (the real one), side by side"
+    )
 
 
 def stats(settings: StatsSettings) -> str:
-    from .stats import format_stats, trace_stats
+    from .stats import compare_stats, format_compare, format_stats, trace_stats
 
+    if settings.compare is not None:
+        c = compare_stats(load_trace(settings.trace), load_trace(settings.compare))
+        return json.dumps(c, indent=2) if settings.json else format_compare(c)
     s = trace_stats(load_trace(settings.trace))
     return json.dumps(s, indent=2) if settings.json else format_stats(s)

@@ -9,6 +9,8 @@ against the budget decides how hard a trace is (the ``older than`` shares below)
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from memlens.trace import ANNOTATE, EVENT_KINDS, ITEM_TYPES, PIN, REQUEST, UNPIN, WRITE, Trace
@@ -120,4 +122,137 @@ def format_stats(s: dict) -> str:
         )
     else:
         lines.append("  (no needed references)")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------- comparing
+# ``memlens data stats --compare REAL GENERATED``: how close a generated trace is to a real one,
+# row by row, each row with a distance in [0, 1] (an absolute difference of two shares, or the
+# two-sample Kolmogorov-Smirnov statistic of two distributions), so "how close" is a number and
+# a calibration can minimise the mean of the rows.
+QUANTILES = (10, 25, 50, 75, 90)
+
+
+def ks_statistic(a: np.ndarray, b: np.ndarray) -> float:
+    """Two-sample Kolmogorov-Smirnov statistic: the largest gap between the two empirical CDFs
+    (0 = same distribution, 1 = disjoint); 1.0 when exactly one sample is empty, 0.0 when both."""
+    if a.size == 0 or b.size == 0:
+        return float(a.size != b.size)
+    a, b = np.sort(a), np.sort(b)
+    points = np.concatenate([a, b])
+    fa = np.searchsorted(a, points, side="right") / a.size
+    fb = np.searchsorted(b, points, side="right") / b.size
+    return float(np.abs(fa - fb).max())
+
+
+def reuse_distance_tokens(trace: Trace) -> np.ndarray:
+    """Reuse distance in tokens of every need, a group of alternatives counted once (trace
+    format 1.1): the age of its youngest alternative, the one a recency policy keeps longest.
+    Without alternatives this is :func:`evidence_age_tokens`."""
+    age = evidence_age_tokens(trace)
+    if not getattr(trace, "has_alternatives", False):
+        return age
+    youngest = age.copy()
+    for j, items in trace.alternative_groups.items():
+        r = int(trace.need_request[j])
+        youngest[j] = min(_age_of(trace, i, r) for i in items)
+    return youngest
+
+
+def _age_of(trace: Trace, item: int, r: int) -> int:
+    """Tokens written in request ``r``'s stream after ``item`` and before the request."""
+    lo, hi = int(trace.item_event[item]), int(trace.req_event[r])
+    writes = np.flatnonzero((trace.ev_kind[lo + 1 : hi] == WRITE)
+                            & (trace.ev_stream[lo + 1 : hi] == trace.req_stream[r])) + lo + 1  # fmt: skip
+    return int(trace.item_tokens[trace.ev_ref[writes]].sum())
+
+
+def reuse_profile(trace: Trace) -> dict:
+    """The samples and shares :func:`compare_stats` compares, for one trace.
+
+    ``reuse_p``: share of items of each type that some later request needs (as a need or one of
+    a need's alternatives); ``type_share``:
+    share of items of each type; ``needed_type_share``: share of needs whose (first-listed)
+    item is of each type; ``tokens``: token sizes of the items of each type; ``needs``: needs per
+    request; ``distance``: reuse distance in tokens (:func:`reuse_distance_tokens`);
+    ``request_share``: requests per event.
+    """
+    used = trace.item_n_uses > 0
+    n_items, n_refs = max(1, trace.n_items), max(1, trace.n_references)
+    needed_type = trace.item_type[trace.needs]
+    prof: dict = {"reuse_p": {}, "type_share": {}, "needed_type_share": {}, "tokens": {}}
+    for k, name in enumerate(ITEM_TYPES):
+        of_type = trace.item_type == k
+        n = int(of_type.sum())
+        prof["reuse_p"][name] = float(used[of_type].mean()) if n else 0.0
+        prof["type_share"][name] = n / n_items
+        prof["needed_type_share"][name] = int((needed_type == k).sum()) / n_refs
+        prof["tokens"][name] = trace.item_tokens[of_type]
+    prof["needs"] = np.asarray(trace.req_needs_count)
+    prof["distance"] = reuse_distance_tokens(trace)
+    prof["request_share"] = trace.n_requests / max(1, trace.n_events)
+    return prof
+
+
+def _share_row(metric: str, a: float, b: float) -> dict:
+    return {"metric": metric, "real": round(a, 4), "generated": round(b, 4),
+            "distance": round(abs(a - b), 4), "measure": "abs diff"}  # fmt: skip
+
+
+def _dist_row(metric: str, a: np.ndarray, b: np.ndarray, summary) -> dict:
+    return {"metric": metric, "real": summary(a), "generated": summary(b),
+            "distance": round(ks_statistic(a, b), 4), "measure": "KS"}  # fmt: skip
+
+
+def _mean(x: np.ndarray) -> float:
+    return round(float(x.mean()), 2) if x.size else 0.0
+
+
+def _quantiles(x: np.ndarray) -> dict:
+    if x.size == 0:
+        return {}
+    return {f"p{q}": round(float(v), 1) for q, v in zip(QUANTILES, np.percentile(x, QUANTILES))}
+
+
+def compare_profiles(real: dict, gen: dict) -> dict:
+    """Rows comparing two :func:`reuse_profile` results, and their mean distance."""
+    rows = [_share_row(f"reuse p {t}", real["reuse_p"][t], gen["reuse_p"][t]) for t in ITEM_TYPES]
+    rows += [_dist_row(f"tokens {t} (mean)", real["tokens"][t], gen["tokens"][t], _mean)
+             for t in ITEM_TYPES]  # fmt: skip
+    rows += [_share_row(f"items {t}", real["type_share"][t], gen["type_share"][t])
+             for t in ITEM_TYPES]  # fmt: skip
+    rows += [_share_row(f"needed {t}", real["needed_type_share"][t], gen["needed_type_share"][t])
+             for t in ITEM_TYPES]  # fmt: skip
+    rows.append(_share_row("requests per event", real["request_share"], gen["request_share"]))
+    rows.append(_dist_row("needs per request (mean)", real["needs"], gen["needs"], _mean))
+    rows.append(_dist_row("reuse distance (tokens)", real["distance"], gen["distance"], _quantiles))
+    return {"rows": rows, "mean_distance": round(float(np.mean([r["distance"] for r in rows])), 4)}
+
+
+def compare_stats(real: Trace, generated: Trace) -> dict:
+    """:func:`compare_profiles` of two traces, with their sources (JSON-ready)."""
+    out = compare_profiles(reuse_profile(real), reuse_profile(generated))
+    return {"real": real.source, "generated": generated.source, **out}
+
+
+def _compare_lines(r: dict) -> list[str]:
+    """One row (a distribution's quantiles: one line per quantile under it)."""
+    head = f"{r['metric']:<26}"
+    tail = f"{r['distance']:.3f} {r['measure']}"
+    if not isinstance(r["real"], dict):
+        return [f"{head} {r['real']:>12,.4g} {r['generated']:>12,.4g}   {tail}"]
+    lines = [f"{head} {'':>12} {'':>12}   {tail}"]
+    for q in dict.fromkeys([*r["real"], *r["generated"]]):
+        a, b = r["real"].get(q, math.nan), r["generated"].get(q, math.nan)
+        lines.append(f"{'  ' + q:<26} {a:>12,.0f} {b:>12,.0f}")
+    return lines
+
+
+def format_compare(c: dict) -> str:
+    """Side-by-side table of :func:`compare_stats`; the last line is the mean distance."""
+    lines = [f"real       {c['real']}", f"generated  {c['generated']}", "",
+             f"{'metric':<26} {'real':>12} {'generated':>12}   distance"]  # fmt: skip
+    for r in c["rows"]:
+        lines += _compare_lines(r)
+    lines.append(f"{'mean distance':<26} {'':>12} {'':>12}   {c['mean_distance']:.3f}")
     return "\n".join(lines)

@@ -17,6 +17,9 @@ whatever a policy's strategy:
 * ``admit`` only decides: if the simulator declines an item ``admit`` accepted, the policy
   never offers it as a victim;
 * a registered compiled kernel gives exactly the reference result, event for event.
+
+Besides the version 1 traces, one trace per ``alternative_seeds`` has needs with alternatives
+(trace format 1.1, :func:`with_alternatives`), so every check also holds there.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from memlens.policy import Policy, PolicyContext, PolicyError, kernel_of
 from memlens.simulator import MoveKind, SimResult, simulate
 from memlens.testing import random_events
 from memlens.trace import PIN, REQUEST, UNPIN, Trace
-from memlens.trace_io import trace_from_events
+from memlens.trace_io import ALTERNATIVES_VERSION, trace_from_events
 
 RESULT_FIELDS = (
     "need_hit",
@@ -250,15 +253,48 @@ CHECKS = (
 )
 
 
+def with_alternatives(events: list[dict], rng: np.random.Generator, share: float = 0.5) -> list:
+    """``events`` as a format 1.1 trace (header first): each need becomes, with probability
+    ``share``, a group of 1-3 alternatives (itself and other earlier writes of its stream, in
+    random order, so the need is not always listed first)."""
+    written: dict[str, list[str]] = {}
+    out: list[dict] = [{"event": "header", "version": ALTERNATIVES_VERSION}]
+    for ev in events:
+        stream = ev.get("stream", "")
+        if ev["event"] == "write":
+            written.setdefault(stream, []).append(ev["id"])
+        elif ev["event"] == "request":
+            have, needs = written[stream], []
+            for need in ev["needs"]:
+                if rng.random() >= share:
+                    needs.append(need)
+                    continue
+                k = int(rng.integers(1, min(3, len(have)) + 1))
+                drawn = dict.fromkeys(have[int(i)] for i in rng.integers(len(have), size=k))
+                others = [x for x in drawn if x != need]  # O(k), however long the trace
+                group = [need, *others[: k - 1]]
+                rng.shuffle(group)
+                needs.append(group)
+            ev = {**ev, "needs": needs}
+        out.append(ev)
+    return out
+
+
 def check_policy(
     factory: Callable[[], Policy],
     seeds: tuple[int, ...] = (0, 1, 2),
     budgets: tuple[int, ...] = (1, 25, 60, 400),
+    alternative_seeds: tuple[int, ...] = (0,),
 ) -> None:
     """Run every check in :data:`CHECKS`; raise :class:`CheckFailed` at the first failure."""
-    for seed in seeds:
+    runs = [(seed, False) for seed in seeds] + [(seed, True) for seed in alternative_seeds]
+    for seed, alternatives in runs:
         rng = np.random.default_rng(seed)
-        trace = trace_from_events(random_events(rng), source=f"<random-{seed}>")
+        events = random_events(rng)
+        if alternatives:  # the same kind of workload, with alternatives in its needs
+            events = with_alternatives(events, rng)
+        name = f"<random-{seed}{'-alternatives' if alternatives else ''}>"
+        trace = trace_from_events(events, source=name)
         other = trace_from_events(random_events(rng, n_events=60), source=f"<other-{seed}>")
         for budget in budgets:
             for demand_fetch in (False, True):

@@ -28,6 +28,10 @@ commands:
   cache      the caches: info, clear [KIND]  (memlens cache --help)
   feedback   feedback store: import-trace, simulate, show, apply  (memlens feedback --help)
   train      a model for policy=learned from a split (split=taubench label.kind=hindsight)
+  tune       Optuna over a policy's constants on a split (hparams_search=rule split=locomo
+             target=0.3): least total_cost_usd with request_success >= target
+  report     one Markdown/HTML report of an MLflow experiment (memlens report EXPERIMENT)
+  ui         the local analytics page (root=outputs port=8765; memlens ui --help)
 
 examples:
   memlens simulate trace=my.jsonl policy=lru budget=2048 demand_fetch=false
@@ -195,6 +199,14 @@ def main(argv: list[str] | None = None) -> None:
         from memlens.train import check_train, train_task
 
         run_hydra("train", train_task, rest, check_train)
+    elif command == "tune":
+        from memlens.tune import check_tune, tune_task
+
+        run_hydra("tune", tune_task, rest, check_tune)
+    elif command == "report":
+        from memlens.experiment_report import main as report_main
+
+        sys.exit(report_main(rest))
     elif command == "data":
         from memlens.datacli import main as data_main
 
@@ -207,6 +219,10 @@ def main(argv: list[str] | None = None) -> None:
         from memlens.feedbackcli import main as feedback_main
 
         sys.exit(feedback_main(rest))
+    elif command == "ui":
+        from memlens.ui.server import main as ui_main
+
+        sys.exit(ui_main(rest))
     else:
         print(f"memlens: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
         sys.exit(2)

@@ -32,6 +32,7 @@ from memlens.settings import (
     resolve,
 )
 from memlens.stats import Interval, StatsConfig, differences
+from memlens.sweep import Sweep
 from memlens.table import format_table, interval_cell, to_csv
 from memlens.trace_io import TraceError
 
@@ -126,7 +127,7 @@ def simulate_task(cfg: DictConfig):
         mlflow_run(settings.mlflow, run_name=label) as tracking,
         run_folder(out_dir, _hydra_files()) as folder,  # swapped in whole at the end
     ):
-        done, report = run(settings, trace)
+        done, report = run(settings, trace, record_values=settings.events.enabled)
         paths = write_run(folder, done, report, resolved_yaml)
         log_report(tracking, report, paths)
     columns = ["policy", "budget", *summary_columns(settings.retrieval.enabled)]
@@ -182,46 +183,67 @@ def add_differences(rows: list[Row], reference: str, cfg: StatsConfig) -> None:
     refs = {(r.report.trace["path"], r.values["budget"]): r for r in rows
             if r.values["policy"] == reference}  # fmt: skip
     for row in rows:
-        ref = refs[(row.report.trace["path"], row.values["budget"])]
-        row.vs = differences(row.report.stream_parts, ref.report.stream_parts, cfg)
+        ref = refs.get((row.report.trace["path"], row.values["budget"]))
+        if ref is not None:  # None: the reference's job failed (the sweep says so)
+            row.vs = differences(row.report.stream_parts, ref.report.stream_parts, cfg)
 
 
 def run_compare(settings: CompareConfig, cfg: DictConfig, name: str = "compare",
-                finish: Callable | None = None) -> list[Row]:  # fmt: skip
-    """Every (trace, policy, budget) job through the pipeline; compare.csv, compare.json and
-    whatever ``finish(rows, folder)`` adds, swapped into the run dir as one whole folder."""
+                finish: Callable | None = None) -> tuple[list[Row], Sweep]:  # fmt: skip
+    """Every (trace, policy, budget) job through the pipeline as one sweep (``memlens.sweep``:
+    every core, resumable, one MLflow child run per job); compare.csv, compare.json, sweep.json
+    and whatever ``finish(rows, folder)`` adds, swapped into the run dir as one whole folder.
+    Rows of failed jobs are left out (the sweep lists them)."""
     from memlens.interrupts import interruptible
-    from memlens.tracking import log_report, log_run, mlflow_run
+    from memlens.sweep import execute, new_sweep_id, parent_tags, plan
+    from memlens.tracking import log_run, mlflow_run
     from memlens.writers import run_folder
 
     jobs = list(compare_jobs(settings))
-    for path in dict.fromkeys(job[0] for job in jobs):
-        _load(settings, path)  # every trace validated before any job runs
+    traces = {p: _load(settings, p) for p in dict.fromkeys(job[0] for job in jobs)}  # validated
+    specs = plan(settings, jobs, {p: t.sha256 for p, t in traces.items()})
     out_dir = _run_dir()
-    rows: list[Row] = []
+    sweep_id = new_sweep_id()
     with (
         interruptible(),
-        mlflow_run(settings.mlflow, run_name=name) as parent,
+        mlflow_run(settings.mlflow, run_name=name, tags=parent_tags(name, sweep_id)) as parent,
         run_folder(out_dir, _hydra_files()) as folder,
     ):
-        for path, policy_name, policy, budget in jobs:
-            job = job_settings(settings, path, policy, budget)
-            label = f"{policy_name}@{budget}"
-            with mlflow_run(settings.mlflow, run_name=label, parent=parent) as child:
-                _, report = run(job, _load(job))
-                log_report(child, report)
-            warn([f"{label}: {w}" for w in report.warnings])
-            rows.append(Row({**report.row(), "policy": policy_name}, report))
+        sweep = execute(settings, specs, parent, settings.resume,
+                        {p: t.n_events for p, t in traces.items()}, sweep_id)  # fmt: skip
+        rows = [Row({**o.report.row(), "policy": o.job.policy_name}, o.report)
+                for o in sweep.outcomes if o.report is not None]  # fmt: skip
+        for o in sweep.outcomes:
+            if o.report is not None:
+                warn([f"{o.job.label}: {w}" for w in o.report.warnings])
         if settings.reference is not None:
             add_differences(rows, settings.reference, settings.stats)
         write_compare(folder, rows, settings.reference)
+        write_json(folder / "sweep.json", sweep.summary())
         if finish is not None:
             finish(rows, folder)
+        summary = sweep.summary()
         log_run(parent, {"traces": settings.traces or [settings.trace], "budgets": settings.budgets,
                          "policies": settings.policies or registered_policies(),
-                         "policy_overrides": settings.policy_overrides}, {},
-                [folder / "compare.csv"], OmegaConf.to_yaml(cfg, resolve=True))  # fmt: skip
-    return rows
+                         "policy_overrides": settings.policy_overrides,
+                         "sweep_id": sweep.sweep_id, "n_workers": sweep.workers,
+                         "jobs": summary["jobs"], "jobs_skipped": summary["skipped"],
+                         "jobs_failed": len(summary["failed"])}, {},
+                [folder / "compare.csv", folder / "sweep.json"],
+                OmegaConf.to_yaml(cfg, resolve=True))  # fmt: skip
+    print(sweep.line(), file=sys.stderr)
+    return rows, sweep
+
+
+def exit_if_failed(sweep: Sweep) -> None:
+    """Exit 1 (tables already written) when a job of the sweep failed, naming each."""
+    from memlens.sweep import JOB_FAILED_EXIT
+
+    for failed in sweep.failed:
+        print(f"error: job {failed.job.label} on {failed.job.settings.trace} failed: "
+              f"{failed.error}", file=sys.stderr)  # fmt: skip
+    if sweep.failed:
+        raise SystemExit(JOB_FAILED_EXIT)
 
 
 def write_compare(out_dir: Path, rows: list[Row], reference: str | None) -> None:
@@ -258,8 +280,9 @@ def shown_rows(rows: list[Row], columns: list[str], reference: str | None,
                 cells[c] = interval_cell(c, iv)
         if reference is not None:
             own = row.values["policy"] == reference
-            cells[f"vs {reference}"] = "(reference)" if own else interval_cell(
-                vs_metric, row.vs[vs_metric], signed=True)  # fmt: skip
+            vs = row.vs.get(vs_metric)
+            cells[f"vs {reference}"] = ("(reference)" if own else "-" if vs is None
+                                        else interval_cell(vs_metric, vs, signed=True))  # fmt: skip
         out.append(cells)
     return out
 
@@ -292,7 +315,7 @@ def compare_task(cfg: DictConfig) -> list[dict]:
     from memlens.tracking import exit_if_required
 
     settings: CompareConfig = resolve(cfg)
-    rows = run_compare(settings, cfg)
+    rows, sweep = run_compare(settings, cfg)
     shown = ["trace", "policy", "budget", *summary_columns(settings.retrieval.enabled)]
     ref = settings.reference
     table = shown_rows(rows, shown, ref, VS_METRIC)
@@ -300,8 +323,13 @@ def compare_task(cfg: DictConfig) -> list[dict]:
     print()
     for line in interval_notes(rows, shown, settings, ref, VS_METRIC):
         print(line)
+    if len(settings.traces or []) > 1 and rows:  # several derivations: does the ranking hold?
+        from memlens.stability import compare_rows, stability_lines
+
+        print("\n" + "\n".join(stability_lines(compare_rows(rows), VS_METRIC)))
     print(f"table written to {_run_dir() / 'compare.csv'}")
     exit_if_required(settings.mlflow, _run_dir())
+    exit_if_failed(sweep)
     return [r.values for r in rows]
 
 
@@ -352,9 +380,10 @@ def recommend_task(cfg: DictConfig) -> dict:
         made["doc"] = recommend(made["data"], choice, settings.stats)
         write_json(folder / "recommend.json", made["doc"])
 
-    run_compare(settings, cfg, name="recommend", finish=write_recommendation)
+    _, sweep = run_compare(settings, cfg, name="recommend", finish=write_recommendation)
     out = _run_dir() / "recommend.json"
     print(render(made["doc"], made["data"], settings.stats))
     print(f"\nrecommendation written to {out} (every run: compare.csv, compare.json)")
     exit_if_required(settings.mlflow, _run_dir())
+    exit_if_failed(sweep)
     return made["doc"]

@@ -159,8 +159,8 @@ def answerable_by_entities(trace: Trace) -> np.ndarray:
             ok[lo:hi] = True
         elif isinstance(mark, list) and all(isinstance(x, str) for x in mark):
             marked = set(mark)
-            for j in range(lo, hi):
-                ok[j] = trace.item_id[int(trace.needs[j])] in marked
+            for j in range(lo, hi):  # a need with alternatives: if any of them is marked
+                ok[j] = any(trace.item_id[i] in marked for i in trace.alternatives(j).tolist())
         else:
             line = int(trace.ev_line[trace.req_event[r]])
             raise CompressionError(

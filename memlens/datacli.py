@@ -3,9 +3,12 @@
 ``memlens data generate archetype=NAME out=PATH [knob=value ...]``   a synthetic trace
 ``memlens data convert dataset=NAME src=PATH out=PATH [option=value ...]``  a real dataset
 ``memlens data stats trace=PATH [json=true]``   counts, tokens, evidence age
+``memlens data stats --compare REAL GENERATED``   the two side by side, a distance per row
+``memlens data import openai FILE|DIR out=PATH [needs.method=args ...]``  your agent's logs
 
 Importing this module registers the commands' typed configs in Hydra's ConfigStore: primary
-configs ``data_generate``, ``data_convert`` and ``data_stats``; the group ``archetype`` (one
+configs ``data_generate``, ``data_convert``, ``data_stats`` and ``data_import`` (whose
+``needs.*`` and ``roles.*`` are nested dataclasses); the group ``archetype`` (one
 schema per generator, its knobs at the top level) and the group ``dataset`` (one schema per
 converter).  Hydra checks names and types when it composes; the dataclasses' ``__post_init__``
 checks ranges.  ``--help`` lists every setting of every option with its default and meaning
@@ -24,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import MISSING as NO_DEFAULT
 from dataclasses import fields
 from enum import Enum
+from pathlib import Path
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
@@ -32,7 +36,7 @@ from omegaconf.errors import OmegaConfBaseException
 from memlens.cli import error_message, run_hydra
 from memlens.datasets import datacommands
 from memlens.datasets.archetypes import GENERATORS
-from memlens.datasets.datacommands import DATASETS, ConvertSettings, StatsSettings
+from memlens.datasets.datacommands import DATASETS, ConvertSettings, ImportSettings, StatsSettings
 from memlens.pathcheck import check_input_file, check_output_file
 from memlens.setting_values import check_numbers
 from memlens.tokenizer import TokenizerUnavailable
@@ -43,6 +47,8 @@ commands:
   generate  write a synthetic trace       archetype=coding seed=0 streams=4 out=t.jsonl.gz
   convert   convert a real dataset        dataset=locomo src=PATH out=PATH placement=end
   stats     counts, tokens, evidence age  trace=PATH json=true
+            (or two traces side by side: stats --compare REAL GENERATED)
+  import    your agent's logs             openai FILE|DIR out=PATH needs.method=args
 
 memlens data <command> --help lists every setting with its default and meaning;
 memlens data <command> [key=value ...] --cfg job prints the composed settings.
@@ -52,6 +58,7 @@ COMMANDS: dict[str, Callable] = {
     "generate": datacommands.generate,
     "convert": datacommands.convert,
     "stats": datacommands.stats,
+    "import": datacommands.import_logs,
 }
 DEFAULT_ARCHETYPE = "simple"
 # what reading a user's file can raise besides ValueError/OSError (whose messages name the
@@ -123,6 +130,7 @@ STATS_HEAD = """\
 memlens data stats: counts, tokens per item type and evidence age in tokens of a trace.
 
 usage: memlens data stats trace=PATH [json=true]
+       memlens data stats --compare REAL GENERATED [json=true]
 """
 
 
@@ -136,6 +144,27 @@ def convert_help() -> str:
     shared = frozenset(f.name for f in fields(ConvertSettings))
     head = _setting_lines(ConvertSettings, frozenset({"dataset"}))
     return _help(CONVERT_HEAD, head, "dataset", DATASETS, shared)
+
+
+IMPORT_HEAD = """\
+memlens data import: your agent's logs (OpenAI chat-completions messages) into a trace whose
+needs are derived by a named method (docs/datasets.md, "Bring your own traces").
+
+usage: memlens data import openai FILE|DIR out=PATH [setting=value ...]
+       (the same as format=openai src=FILE|DIR)
+
+One conversation per .json file or per .jsonl row ({"messages": [...]} or a bare list).  All
+or nothing: a malformed log exits 2 naming file, row and field, and writes nothing.
+"""
+
+
+def import_help() -> str:
+    lines = _setting_lines(ImportSettings, frozenset({"needs", "roles"}))
+    for group in ("needs", "roles"):
+        cls = {f.name: f.default_factory for f in fields(ImportSettings)}[group]
+        lines += ["", f"{group}.*: {_summary(cls)}"]
+        lines += [f"  {group}.{line.lstrip()}" for line in _setting_lines(cls)]
+    return "\n".join([IMPORT_HEAD.rstrip(), "", *lines]).replace("$", "$$") + "\n"
 
 
 def stats_help() -> str:
@@ -177,6 +206,8 @@ def register_configs() -> None:
         node=_primary("convert", ["data_convert_schema", {"dataset": None}], convert_help()),
     )
     cs.store(name="data_stats", node=_primary("stats", ["data_stats_schema"], stats_help()))
+    cs.store(name="data_import_schema", node=ImportSettings)
+    cs.store(name="data_import", node=_primary("import", ["data_import_schema"], import_help()))
 
 
 register_configs()
@@ -205,9 +236,10 @@ def check(cfg) -> None:
     readable) and the file it writes (absent unless ``overwrite=true``)."""
     settings = resolve(cfg)
     check_numbers(settings)
-    for key in ("src", "trace"):
-        if hasattr(settings, key):
-            check_input_file(key, getattr(settings, key))
+    for key in ("src", "trace", "compare"):
+        path = getattr(settings, key, None)
+        if path is not None and not (isinstance(settings, ImportSettings) and Path(path).is_dir()):
+            check_input_file(key, path)
     if hasattr(settings, "out"):
         check_output_file("out", settings.out, settings.overwrite)
 
@@ -232,13 +264,33 @@ def _task(command: str) -> Callable[[DictConfig], None]:
     return task
 
 
+def import_positionals(rest: list[str]) -> list[str]:
+    """``openai FILE`` (the first two words without ``=``) as ``format=openai src=FILE``."""
+    out, names = [], ["format", "src"]
+    for arg in rest:
+        if names and "=" not in arg and not arg.startswith("-"):
+            arg = f"{names[0]}={arg}"
+            names.pop(0)
+        out.append(arg)
+    return out
+
+
 def main(argv: list[str]) -> int:
     """``memlens data <command> [overrides]``; returns the exit code."""
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)
         return 0
     command, rest = argv[0], argv[1:]
+    if command == "import":
+        rest = import_positionals(rest)
     problem = None
+    if command == "stats" and "--compare" in rest:  # --compare REAL GENERATED: two overrides
+        at = rest.index("--compare")
+        pair = rest[at + 1 : at + 3]
+        if len(pair) < 2 or any("=" in p or p.startswith("-") for p in pair):
+            problem = "stats --compare needs two trace files: --compare REAL GENERATED"
+        rest = [*rest[:at], f"trace={pair[0] if pair else ''}",
+                f"compare={pair[1] if len(pair) > 1 else ''}", *rest[at + 3 :]]  # fmt: skip
     if command not in COMMANDS:
         problem = f"unknown data command {command!r} (commands: {', '.join(COMMANDS)})"
     elif {"-m", "--multirun"} & set(rest):

@@ -7,6 +7,12 @@ every operation is O(1) and the cost per event does not depend on how many items
 ``tests/test_fastpath.py`` checks it against the reference event for event (hits, context
 tokens, evictions and the whole move log) on random traces.
 
+A need may be a group of alternative items (trace format 1.1; ``memlens.trace``): the kernel
+walks the trace's exception groups (``alt_need``/``alt_ptr``/``alt_items``) with a cursor, as
+the needs come in file order, so a version 1 trace (no groups) pays one comparison per request.
+The semantics are the reference engine's: a hit when any alternative is resident, the LRU touch
+on the first resident one, demand fetch of the first-listed one.
+
 Compiled with numba (``cache=True``: the first call in a fresh checkout compiles for a few
 seconds and stores the result in ``__pycache__``).
 """
@@ -53,9 +59,9 @@ def _append(v, s, prev, nxt, head, tail):
 
 @numba.njit(cache=True, nogil=True)
 def _replay(
-    ev_kind, ev_stream, ev_ref, item_tokens, needs_ptr, needs, n_uses, n_streams, budget,
-    demand_fetch, lru, need_hit, ctx_tokens, pinned_at, evictions, false_ev,
-    mv_event, mv_item, mv_kind,
+    ev_kind, ev_stream, ev_ref, item_tokens, needs_ptr, needs, alt_need, alt_ptr, alt_items,
+    n_uses, n_streams, budget, demand_fetch, lru, need_hit, ctx_tokens, pinned_at, evictions,
+    false_ev, mv_event, mv_item, mv_kind,
 ):  # fmt: skip
     """The whole replay in one loop, long because splitting it costs speed: numba passes every
     array argument of a helper as a struct per call, and a helper per event kind halved the
@@ -67,6 +73,8 @@ def _replay(
     head, tail = np.full(n_streams, -1, np.int64), np.full(n_streams, -1, np.int64)
     used, pinned_tok = np.zeros(n_streams, np.int64), np.zeros(n_streams, np.int64)
     m = 0
+    n_alt = alt_need.shape[0]
+    g0 = 0  # cursor: the first group of alternatives not before the current request
     for e in range(ev_kind.shape[0]):
         k = ev_kind[e]
         s = ev_stream[e]
@@ -90,19 +98,36 @@ def _replay(
             hi = needs_ptr[x + 1]
             ctx_tokens[x] = used[s]
             pinned_at[x] = pinned_tok[s]
-            for j in range(lo, hi):
-                if in_wm[needs[j]]:
-                    need_hit[j] = 1
-            for j in range(lo, hi):
+            while g0 < n_alt and alt_need[g0] < lo:
+                g0 += 1
+            g = g0
+            for j in range(lo, hi):  # touches move nothing in or out: hits stay as decided
                 i = needs[j]
-                if lru and need_hit[j]:
-                    _unlink(i, s, prev, nxt, head, tail)
-                    _append(i, s, prev, nxt, head, tail)
+                a, b = 0, 0  # the other alternatives: alt_items[a:b]
+                if g < n_alt and alt_need[g] == j:
+                    a, b = alt_ptr[g], alt_ptr[g + 1]
+                    g += 1
+                hit = i if in_wm[i] else -1
+                for q in range(a, b):
+                    if hit < 0 and in_wm[alt_items[q]]:
+                        hit = alt_items[q]
+                    uses_seen[alt_items[q]] += 1
+                if hit >= 0:
+                    need_hit[j] = 1
+                    if lru:
+                        _unlink(hit, s, prev, nxt, head, tail)
+                        _append(hit, s, prev, nxt, head, tail)
                 uses_seen[i] += 1
             if demand_fetch:
+                g = g0
                 for j in range(lo, hi):
                     i = needs[j]
-                    if in_wm[i] == 0 and item_tokens[i] <= budget:
+                    present = in_wm[i] == 1
+                    if g < n_alt and alt_need[g] == j:
+                        for q in range(alt_ptr[g], alt_ptr[g + 1]):
+                            present = present or in_wm[alt_items[q]] == 1
+                        g += 1
+                    if not present and item_tokens[i] <= budget:
                         _append(i, s, prev, nxt, head, tail)
                         in_wm[i] = 1
                         used[s] += item_tokens[i]
@@ -167,7 +192,8 @@ def _warm_up() -> None:
     i64, i32, i8, u8 = np.int64, np.int32, np.int8, np.uint8
     z = np.zeros
     _replay(
-        z(0, i8), z(0, i32), z(0, i32), z(0, i64), z(1, i64), z(0, i32), z(0, i32), 1, 1,
+        z(0, i8), z(0, i32), z(0, i32), z(0, i64), z(1, i64), z(0, i32), z(0, i64), z(1, i64),
+        z(0, i32), z(0, i32), 1, 1,
         False, False, z(0, u8), z(0, i64), z(0, i64), z(1, i64), z(1, i64),
         z(1, i64), z(1, i32), z(1, i8),
     )  # fmt: skip
@@ -198,10 +224,12 @@ def simulate_fast(trace: Trace, kernel: str, name: str, budget: int, demand_fetc
     mv_kind = np.empty(cap, np.int8)
     # uses per item, for false evictions: counted here, not cached on the trace (it is only
     # needed while the kernel runs)
-    n_uses = np.bincount(trace.needs, minlength=trace.n_items).astype(np.int32)
+    n_uses = np.bincount(trace.group_items, minlength=trace.n_items).astype(np.int32)
     args = (
         trace.ev_kind, trace.ev_stream, trace.ev_ref, trace.item_tokens, trace.needs_ptr,
-        trace.needs, n_uses, trace.n_streams, budget, bool(demand_fetch),
+        trace.needs, trace.alt_need.astype(np.int64, copy=False),
+        trace.alt_ptr.astype(np.int64, copy=False), trace.alt_items.astype(np.int32, copy=False),
+        n_uses, trace.n_streams, budget, bool(demand_fetch),
         kernel == "lru", need_hit, ctx, pinned_at, evictions, false_ev,
         mv_event, mv_item, mv_kind,
     )  # fmt: skip

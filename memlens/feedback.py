@@ -275,7 +275,9 @@ def trace_events(trace: Trace) -> list[dict]:
                   "task": trace.item_task[ref], "session": trace.item_session[ref],
                   "meta": trace.item_meta[ref]}  # fmt: skip
         elif kind == REQUEST:
-            needs = [ids[i] for i in trace.needs_of(ref).tolist()]
+            needs = [ids[i] if len(g) == 1 else [ids[a] for a in g]  # alternatives (1.1)
+                     for i, g in ((int(trace.needs[j]), trace.alternatives(j).tolist())
+                                  for j in range(trace.needs_ptr[ref], trace.needs_ptr[ref + 1]))]  # fmt: skip
             ev = {"event": "request", "id": trace.req_id[ref], "needs": needs, "stream": names[s],
                   "t": t, "text": trace.req_text[ref], "meta": trace.req_meta[ref]}  # fmt: skip
         else:

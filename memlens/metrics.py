@@ -16,6 +16,10 @@ Definitions (the README repeats them; tests check each on hand-computed traces):
 What a miss costs and what a hit is worth (settings: ``costs.*``, ``memlens.settings.CostsConfig``).
 A *reference* is one (request r, needed item i) pair; it is *missed* when i was not in working
 memory at r (the ``hit_rate`` definition; with request-time retrieval still the WM figure).
+A need that lists alternatives (trace format 1.1) is one reference, hit when any alternative
+was in working memory; its i (for costs, values and the ``*_ids`` columns) is its first-listed
+alternative, the item a demand fetch brings back (``memlens.simulator``).  Need counts, hits,
+``request_success`` and miss costs are therefore per need group, never per alternative id.
 
 ``miss_cost_usd``        sum over missed references (r, i) of
                            reget(i) + miss_penalty_usd[type(i)],

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from memlens.eventlog import attach_probe
 from memlens.metrics import compute_metrics
 from memlens.oracle import report as oracle_report
 from memlens.report import Report, Section, assemble
@@ -97,9 +98,14 @@ class Replay:
                             ttl_s=t.ttl_s)  # fmt: skip
 
 
-def replay(settings: RunConfig, trace: Trace) -> Replay:
-    """Build the policy (and retriever) from the settings and replay the trace."""
+def replay(settings: RunConfig, trace: Trace, record_values: bool = False) -> Replay:
+    """Build the policy (and retriever) from the settings and replay the trace.
+
+    ``record_values``: a run whose event log will be written (``simulate``) records a scoring
+    policy's values as it goes (``memlens.eventlog.ValueProbe``); compare's jobs do not."""
     policy = build_policy(settings.policy)
+    if record_values:
+        attach_probe(policy, settings.events)
     use_oracle = getattr(policy, "use_oracle_settings", None)
     if use_oracle is not None:  # policy=oracle replays the plan the oracle section reports
         use_oracle(settings.oracle)
@@ -182,8 +188,9 @@ def analyze(run: Replay) -> Report:
     return report
 
 
-def run(settings: RunConfig, trace: Trace | None = None) -> tuple[Replay, Report]:
+def run(settings: RunConfig, trace: Trace | None = None,
+        record_values: bool = False) -> tuple[Replay, Report]:  # fmt: skip
     """Steps 2-5 for resolved settings: the replay and its report."""
     trace = trace if trace is not None else load_trace(settings)
-    done = replay(settings, trace)
+    done = replay(settings, trace, record_values)
     return done, analyze(done)

@@ -14,10 +14,14 @@ cachetools' ``Cache``:
 ``insert(item, now)``           the item *is* entering working memory (after ``admit`` said yes,
                                 or forced by a pin); record it as the newest item.  The
                                 simulator has already counted it: ``ctx.memory`` shows it.
-``touch(item, now)``            a resident item was needed by a request.
+``touch(item, now)``            a resident item was needed by a request (for a need with
+                                alternatives, trace format 1.1: the first resident one).
 ``victims(excess, now)``        working memory is ``excess`` tokens over budget: return resident,
                                 unpinned items to evict, in order.  The policy forgets them.
-``observe(request, now)``       a request was evaluated; its needs are ``ctx.trace.needs_of(r)``.
+``observe(request, now)``       a request was evaluated; its needs are ``ctx.trace.needs_of(r)``
+                                (each need's first-listed alternative); every item they list,
+                                alternatives included, is in ``trace.group_items`` between
+                                ``trace.request_items_ptr[r]`` and ``[r + 1]``.
 ``pin(item)`` / ``unpin(item)`` a person marked the item must-keep / lifted that (the simulator
                                 has already recorded it).  A pinned item must never be returned
                                 by ``victims``.

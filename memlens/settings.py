@@ -17,6 +17,7 @@ once, in Python, and a misspelt or mistyped ``policy.<param>=...`` is a composit
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import inspect
 import math
 import types
@@ -29,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from memlens.compression import CompressionConfig
 from memlens.embeddings import EmbeddingsConfig
+from memlens.eventlog import EventLogConfig
 from memlens.features import DEFAULT_TYPE_BASE
 from memlens.oracle.solve import OracleSettings
 from memlens.retrieval.config import RetrievalConfig
@@ -175,6 +177,7 @@ class CommonConfig:
     stats: StatsConfig = field(default_factory=StatsConfig)  # intervals: bootstrap over streams
     costs: CostsConfig = field(default_factory=CostsConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
+    events: EventLogConfig = field(default_factory=EventLogConfig)  # events.parquet, report.html
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
 
     def __post_init__(self) -> None:
@@ -215,9 +218,27 @@ class CompareConfig(CommonConfig):
     # a compared policy: every row also gets its paired difference to this policy (same trace,
     # same budget, same streams) with a bootstrap interval, and the table a `vs <reference>` column
     reference: str | None = None
+    # the sweep (memlens.sweep): worker processes (-1: every core); a sweep replaying fewer
+    # events than parallel_min_events in total runs serially (starting workers costs seconds);
+    # resume: skip jobs an earlier run of the same sweep finished (memlens.resume)
+    n_jobs: int = -1
+    parallel_min_events: int = 200_000
+    resume: bool = True
+    # where the jobs run: loky (processes on this machine) or ray (a Ray cluster at
+    # ray_address: host:port, or auto = $RAY_ADDRESS / the local cluster; pip install memlens[ray])
+    backend: str = "loky"
+    ray_address: str = "auto"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.n_jobs != -1 and not (type(self.n_jobs) is int and 1 <= self.n_jobs <= 4096):
+            raise ValueError(f"n_jobs must be -1 (every core) or a number of worker processes "
+                             f"from 1 to 4096, got {self.n_jobs!r}")  # fmt: skip
+        number("parallel_min_events", self.parallel_min_events, low=0, integer=True)
+        if self.backend not in ("loky", "ray"):
+            raise ValueError(f"backend must be loky or ray, got {self.backend!r}")
+        if self.backend == "ray" and importlib.util.find_spec("ray") is None:
+            raise ValueError("backend=ray needs Ray: pip install 'memlens[ray]'")
         if not self.budgets:
             raise ValueError("budgets must list at least one budget, got []")
         for b in self.budgets:

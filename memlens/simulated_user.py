@@ -88,9 +88,10 @@ register_configs()
 
 
 def last_need_event(trace: Trace) -> np.ndarray:
-    """For each item, the event index of the last request that needs it (-1 if none)."""
+    """For each item, the event index of the last request that needs it, as a need or one of
+    a need's alternatives (-1 if none)."""
     last = np.full(trace.n_items, -1, dtype=np.int64)
-    np.maximum.at(last, trace.needs, trace.req_event[trace.need_request])
+    np.maximum.at(last, trace.group_items, trace.req_event[trace.group_request])
     return last
 
 
@@ -119,7 +120,8 @@ def _watch_stream(trace: Trace, s: int, last_need: np.ndarray, cfg: SimulatedUse
     n = len(events)
     attends = (rng.random(n) < cfg.interventions_per_100_events / 100.0).tolist()
     kinds, refs, needs_ptr, needs = (trace.ev_kind.tolist(), trace.ev_ref.tolist(),
-                                     trace.needs_ptr.tolist(), trace.needs.tolist())  # fmt: skip
+                                     trace.request_items_ptr.tolist(),
+                                     trace.group_items.tolist())  # fmt: skip
     last = last_need.tolist()
     delay, recall, precision = cfg.delay_events, cfg.recall, cfg.precision
     sights: dict[int, list[int]] = {}  # position -> items that become visible there

@@ -15,6 +15,13 @@ Contract (other tools, the fast kernels and the oracle are checked against it):
   need absent at that moment (each subject to the policy's ``admit`` and fitting the budget
   alone): the misses, and also a hit that an earlier fetch of the same request just evicted, so
   a request's needs end up resident together when they fit.
+* A need may be a group of alternatives (trace format 1.1): it is a hit when any of its items
+  is in WM; the touch goes to the first resident one in listed order (the item that served it:
+  touching every resident alternative would keep redundant copies alive under recency
+  policies), every alternative counts as used (false evictions), and demand fetch, when none is
+  resident, brings back the first-listed one (``trace.needs[j]``): the trace's writer orders
+  the alternatives, so the fetched item, and with it the miss cost, is fixed by the trace, not
+  by the policy's state, and a plain need is the group of one it always was.
 * A pin forces its target into WM (as the newest item if it was not there) and keeps it there
   until unpinned.  Pinned items count against the budget; when pins alone exceed it, the run
   says so (``pins_over_budget_requests``).
@@ -207,6 +214,7 @@ class _Replay:
         self.item_stream = trace.item_stream.tolist()
         self.needs_ptr = trace.needs_ptr.tolist()
         self.needs = trace.needs.tolist()
+        self.groups = trace.alternative_groups  # need -> its alternatives (format 1.1 only)
         self.n_uses = trace.item_n_uses.tolist()
         self.uses_seen = [0] * trace.n_items
         self.in_wm = bytearray(trace.n_items)
@@ -281,6 +289,8 @@ class _Replay:
     def _request_fn(self, bring_back: Callable[[int, int, int], None]) -> Handler:
         """A request: hits first, then touches, the policy's observation, demand fetch and
         (with a hook) promotion."""
+        if self.trace.has_alternatives:
+            return self._group_request_fn(bring_back)
         needs_ptr, needs, need_hit, in_wm = self.needs_ptr, self.needs, self.need_hit, self.in_wm
         uses_seen, context_tokens = self.uses_seen, self.context_tokens
         pinned_at = self.pinned_tokens_at
@@ -305,6 +315,48 @@ class _Replay:
             if demand_fetch:
                 for j in range(lo, hi):
                     if not in_wm[needs[j]]:
+                        bring_back(needs[j], e, MOVE_FETCH)
+            if promote is not None:
+                for i in promote:
+                    bring_back(i, e, MOVE_PROMOTE)
+
+        return request
+
+    def _group_request_fn(self, bring_back: Callable[[int, int, int], None]) -> Handler:
+        """``_request_fn`` for a trace whose needs may be groups of alternatives (module
+        docstring): the same steps, with "resident" meaning "some alternative is resident"."""
+        needs_ptr, needs, need_hit, in_wm = self.needs_ptr, self.needs, self.need_hit, self.in_wm
+        uses_seen, context_tokens, groups = self.uses_seen, self.context_tokens, self.groups
+        pinned_at = self.pinned_tokens_at
+        policy, hook, demand_fetch, mv = self.policy, self.hook, self.demand_fetch, self.mv_lists()
+        touch = policy.touch if _overrides(policy, "touch") else None
+        observe = policy.observe if _overrides(policy, "observe") else None
+
+        def resident(j: int) -> int:
+            """The first resident alternative of need ``j`` (-1 if none is)."""
+            group = groups.get(j)
+            if group is None:
+                return needs[j] if in_wm[needs[j]] else -1
+            return next((i for i in group if in_wm[i]), -1)
+
+        def request(x: int, e: int) -> None:
+            promote = hook.request(x, e, *mv) if hook is not None else None
+            context_tokens[x] = self.used + policy.extra_tokens
+            pinned_at[x] = self.pinned_tok
+            lo, hi = needs_ptr[x], needs_ptr[x + 1]
+            served = [resident(j) for j in range(lo, hi)]  # before any of the request's updates
+            for j, i in zip(range(lo, hi), served):
+                if i >= 0:
+                    need_hit[j] = 1
+                    if touch is not None:
+                        touch(i, e)
+                for a in groups.get(j, (needs[j],)):
+                    uses_seen[a] += 1
+            if observe is not None:
+                observe(x, e)
+            if demand_fetch:
+                for j in range(lo, hi):
+                    if resident(j) < 0:
                         bring_back(needs[j], e, MOVE_FETCH)
             if promote is not None:
                 for i in promote:

@@ -10,6 +10,14 @@ loader turns the stream into flat numpy arrays indexed by integers:
 * requests ``r`` in ``0..R-1`` (one per ``request``), whose needs are stored in CSR form
   (``needs[needs_ptr[r]:needs_ptr[r + 1]]``), de-duplicated and in first-listed order.
 
+A need ``j`` is a *group* of alternative items (trace format 1.1): it is served when any of
+them is resident.  ``needs[j]`` is the group's first-listed alternative (its *primary*: the
+item a demand fetch brings back), so ``needs`` has one entry per need whatever the format.  The
+groups with two or more alternatives are the exception and are stored apart, only for them:
+``alt_need`` (sorted indices into ``needs``) and, for the ``g``-th of them, the other
+alternatives ``alt_items[alt_ptr[g]:alt_ptr[g + 1]]`` in listed order.  A version 1 trace has
+three empty arrays there, so it costs no more memory and no code path more time than before.
+
 Everything a policy may legitimately look at (tokens, type, cost, time, text) is here; the
 ground truth (``needs``) is here too, but only the offline oracle and the metrics may read it
 ahead of time.  Online policies learn needs through ``Policy.observe``.
@@ -91,6 +99,10 @@ class Trace:
     # annotations: event index -> (value or None, note or None)
     annotations: dict[int, tuple[float | None, str | None]] = field(default_factory=dict)
     event_meta: dict[int, dict] = field(default_factory=dict)
+    # need groups of 2+ alternatives (format 1.1; module docstring): empty in a version 1 trace
+    alt_need: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    alt_ptr: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    alt_items: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -111,8 +123,50 @@ class Trace:
 
     @property
     def n_references(self) -> int:
-        """Needed references (a request needing k distinct items makes k references)."""
+        """Needed references (a request needing k distinct items, or k groups of alternatives,
+        makes k references)."""
         return int(self.needs.shape[0])
+
+    @property
+    def has_alternatives(self) -> bool:
+        """Whether some need can be served by more than one item (format 1.1)."""
+        return bool(self.alt_need.shape[0])
+
+    def alternatives(self, j: int) -> np.ndarray:
+        """The items that serve need ``j``, its primary ``needs[j]`` first (int32)."""
+        g = int(np.searchsorted(self.alt_need, j))
+        if g < self.alt_need.shape[0] and self.alt_need[g] == j:
+            rest = self.alt_items[self.alt_ptr[g] : self.alt_ptr[g + 1]]
+            return np.concatenate([self.needs[j : j + 1], rest]).astype(np.int32, copy=False)
+        return self.needs[j : j + 1]
+
+    @cached_property
+    def alternative_groups(self) -> dict[int, tuple[int, ...]]:
+        """Need index -> all its items (primary first), for the needs with alternatives only."""
+        ptr, items, needs = self.alt_ptr.tolist(), self.alt_items.tolist(), self.needs
+        return {j: (int(needs[j]), *items[ptr[g] : ptr[g + 1]])
+                for g, j in enumerate(self.alt_need.tolist())}  # fmt: skip
+
+    @cached_property
+    def group_ptr(self) -> np.ndarray:
+        """CSR over every need's alternatives: need ``j`` is served by
+        ``group_items[group_ptr[j]:group_ptr[j + 1]]`` (primary first; int64, length n_refs+1)."""
+        sizes = np.ones(self.n_references, np.int64)
+        sizes[self.alt_need] += np.diff(self.alt_ptr)
+        return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+    @cached_property
+    def group_items(self) -> np.ndarray:
+        """Every need's alternatives, concatenated in need order (int32; see ``group_ptr``)."""
+        if not self.has_alternatives:
+            return self.needs
+        out = np.empty(int(self.group_ptr[-1]), np.int32)
+        out[self.group_ptr[:-1]] = self.needs
+        starts = self.group_ptr[self.alt_need] + 1
+        sizes = np.diff(self.alt_ptr)
+        pos = np.repeat(starts - self.alt_ptr[:-1], sizes) + np.arange(self.alt_items.shape[0])
+        out[pos] = self.alt_items
+        return out
 
     # ------------------------------------------------------------ derived data
     @cached_property
@@ -131,25 +185,45 @@ class Trace:
 
     @cached_property
     def item_n_uses(self) -> np.ndarray:
-        """How many requests need each item over the whole trace (int32)."""
-        return np.bincount(self.needs, minlength=self.n_items).astype(np.int32)
+        """How many requests need each item over the whole trace, as a need or one of a need's
+        alternatives (int32)."""
+        return np.bincount(self.group_items, minlength=self.n_items).astype(np.int32)
 
     @cached_property
     def need_next_use(self) -> np.ndarray:
         """For each reference, the event index of the same item's next reference (or -1).
 
         The classic "next use" column of cache simulation; the oracle and the false-eviction
-        metric are built on it.
+        metric are built on it.  With alternatives, the item is the need's first-listed one and
+        its next reference may be as any alternative (``group_next_use``).
         """
-        n = self.n_references
-        nxt = np.full(n, -1, dtype=np.int64)
-        if n == 0:
-            return nxt
-        ev = self.req_event[self.need_request]
-        order = np.lexsort((ev, self.needs))  # by item, then time
-        same = self.needs[order[1:]] == self.needs[order[:-1]]
-        nxt[order[:-1][same]] = ev[order[1:][same]]
-        return nxt
+        if self.has_alternatives:
+            return self.group_next_use[self.group_ptr[:-1]]
+        return _next_use(self.needs, self.req_event[self.need_request])
+
+    @cached_property
+    def request_items_ptr(self) -> np.ndarray:
+        """CSR over every item each request's needs list: request ``r`` lists
+        ``group_items[request_items_ptr[r]:request_items_ptr[r + 1]]`` (alternatives included;
+        an item in two of its groups twice).  For policies that count uses (int64, R + 1)."""
+        if not self.has_alternatives:
+            return self.needs_ptr
+        return self.group_ptr[self.needs_ptr]
+
+    @cached_property
+    def group_request(self) -> np.ndarray:
+        """For each entry of ``group_items``, the request it belongs to (int32)."""
+        if not self.has_alternatives:
+            return self.need_request
+        return np.repeat(self.need_request, np.diff(self.group_ptr))
+
+    @cached_property
+    def group_next_use(self) -> np.ndarray:
+        """For each entry of ``group_items``, the event index of the next later request that
+        lists the same item, as a need or an alternative (or -1)."""
+        if not self.has_alternatives:
+            return self.need_next_use
+        return _next_use(self.group_items, self.req_event[self.group_request])
 
     @cached_property
     def stream_events(self) -> list[np.ndarray]:
@@ -229,6 +303,21 @@ class Trace:
         kwargs["annotations"] = {int(e): (v, n) for e, v, n in meta["annotations"]}
         kwargs["event_meta"] = {int(e): m for e, m in meta["event_meta"]}
         return cls(**kwargs)
+
+
+def _next_use(items: np.ndarray, ev: np.ndarray) -> np.ndarray:
+    """Per entry, the first later event among the entries of the same item (-1: none)."""
+    n = items.shape[0]
+    nxt = np.full(n, -1, dtype=np.int64)
+    if n == 0:
+        return nxt
+    order = np.lexsort((ev, items))  # by item, then time
+    same = items[order[1:]] == items[order[:-1]]
+    nxt[order[:-1][same]] = ev[order[1:][same]]
+    tie = np.flatnonzero(same & (ev[order[1:]] == ev[order[:-1]]))  # listed twice in a request
+    for p in tie[::-1].tolist():  # (alternatives only) take the later entry's next use instead
+        nxt[order[p]] = nxt[order[p + 1]]
+    return nxt
 
 
 _STRING_COLUMNS = frozenset(

@@ -21,7 +21,7 @@ from memlens.cachedir import cache_dir
 from memlens.trace import Trace
 from memlens.trace_io import TraceError, load_trace
 
-CACHE_FORMAT = 2  # 2: safecache .npz entries (1 was a pickle, now ignored and cleaned)
+CACHE_FORMAT = 3  # 3: need groups (format 1.1); 2: safecache .npz; 1: a pickle (ignored)
 KIND = "traces"
 
 

@@ -1,4 +1,9 @@
-"""Reading, validating and writing trace files (format version 1, JSON Lines).
+"""Reading, validating and writing trace files (format versions 1 and 1.1, JSON Lines).
+
+Format 1.1 adds one thing to 1: an entry of a request's ``needs`` may be a list of alternative
+ids (``"needs": ["m1", ["m5", "m9"]]``: m1, and m5 or m9), for a need that any of several
+earlier items can serve.  A trace says it uses them with ``"version": "1.1"`` in its header; in
+a version 1 trace (no header, or ``"version": 1``) a nested list is an error.
 
 Validation is strict and exact about *where* a problem is: every :class:`TraceError` names the
 file, the 1-based line and the field, because a trace with ten million lines that says only
@@ -39,6 +44,11 @@ from memlens.trace import ANNOTATE, EVENT_KINDS, PIN, REQUEST, TYPE_CODE, UNPIN,
 from memlens.trace_lines import MAX_LINE_BYTES, TraceError, check_trace_file, read_lines
 
 FORMAT_VERSION = 1
+#: The format that allows alternatives in ``needs`` (written as this string in the header).
+ALTERNATIVES_VERSION = "1.1"
+FORMAT_VERSION_1 = "1"  # the builder's name for version 1 (headers may say 1 or "1")
+#: Header ``version`` values accepted, and the format each one means.
+_VERSIONS = {1: "1", "1": "1", 1.1: "1.1", "1.1": "1.1"}
 WRITE_FIELDS = frozenset(
     {"event", "id", "tokens", "type", "stream", "t", "text", "cost", "task", "session", "meta"}
 )
@@ -118,7 +128,10 @@ class _Builder:
         self.req_id = StringsBuilder()
         self.req_stream, self.req_t, self.req_event = array("i"), array("d"), array("q")
         self.req_text, self.req_meta = StringsBuilder(spill_bytes), JSONBuilder(spill_bytes)
-        self.needs_ptr, self.needs = array("q", [0]), array("i")
+        self.needs_ptr, self.needs = array("q", [0]), array("i")  # a group's first alternative
+        # groups of 2+ alternatives only (format 1.1): the need, and its other alternatives
+        self.alt_need, self.alt_ptr, self.alt_items = array("q"), array("q", [0]), array("i")
+        self.version = FORMAT_VERSION_1
         self.annotations: dict[int, tuple[float | None, str | None]] = {}
         self.event_meta: dict[int, dict] = {}
         # id -> 2 * index + (0 for a write, 1 for a request)
@@ -215,10 +228,11 @@ class _Builder:
             if len(self.ev_kind) or self.header:
                 raise self.err(line, "event", "a header may only be the first line")
             version = obj.get("version", FORMAT_VERSION)
-            if version != FORMAT_VERSION:
-                raise self.err(
-                    line, "version", f"unsupported trace format version {_show(version)}"
-                )
+            known = _VERSIONS.get(version) if isinstance(version, (int, float, str)) else None
+            if known is None or isinstance(version, bool):
+                raise self.err(line, "version", f"unsupported trace format version "
+                                                f'{_show(version)} (expected 1 or "1.1")')  # fmt: skip
+            self.version = known
             self.header = dict(obj)
         elif kind is None:
             raise self.err(line, "event", 'missing field "event"')
@@ -273,20 +287,55 @@ class _Builder:
         self.item_meta.append(meta)
         self.ids.insert(slot, h, 2 * i)
 
-    def _needs(self, line: int, obj: dict, ident: str, s: int) -> list[int]:
-        """The request's needs as item indices, a repeated id once, in first-listed order."""
-        resolved: dict[int, None] = {}
-        item_stream, find = self.item_stream, self.ids.get
-        for need in obj["needs"]:
+    def _item_need(self, line: int, need, field: str, s: int) -> int:
+        """The item index of the needed id ``need`` (an earlier write of stream ``s``)."""
+        code = self.ids.get(need)
+        if code < 0 or code & 1 or self.item_stream[code >> 1] != s:
+            raise self.err(line, field, f'request needs "{need}", which no earlier write in '
+                                        f'stream "{self.stream_names[s]}" defines')  # fmt: skip
+        return code >> 1
+
+    def _group(self, line: int, group: list, ident: str, k: int, s: int) -> tuple[int, ...]:
+        """A list of alternative ids (format 1.1) as item indices, in listed order."""
+        field = f"needs[{k}]"
+        if self.version != ALTERNATIVES_VERSION:
+            raise self.err(line, field, f'request "{ident}": a list of alternative ids in '
+                                        '"needs" requires "version": "1.1" in the header')  # fmt: skip
+        if not group:
+            raise self.err(line, field, f'request "{ident}": an empty list of alternatives')
+        items: dict[int, None] = {}
+        for a, need in enumerate(group):
             if not isinstance(need, str):
+                what = "nested more than one level" if isinstance(need, list) else _show(need)
+                raise self.err(line, f"{field}[{a}]", f'request "{ident}": alternatives must be '
+                                                      f"ids (strings), got {what}")  # fmt: skip
+            i = self._item_need(line, need, f"{field}[{a}]", s)
+            if i in items:
+                raise self.err(line, f"{field}[{a}]", f'request "{ident}": alternative "{need}" '
+                                                      "is listed twice")  # fmt: skip
+            items[i] = None
+        return tuple(items)
+
+    def _needs(self, line: int, obj: dict, ident: str, s: int) -> list:
+        """The request's needs in first-listed order, each an item index (a plain id, or a list
+        of one) or a tuple of 2+ alternative item indices; a repeated need (the same items) is
+        kept once.  Plain ids take the short path: most traces have nothing else."""
+        resolved: dict = {}
+        item_stream, find = self.item_stream, self.ids.get
+        for k, need in enumerate(obj["needs"]):
+            if isinstance(need, str):
+                code = find(need)
+                if code < 0 or code & 1 or item_stream[code >> 1] != s:
+                    self._item_need(line, need, "needs", s)  # raises, naming the need
+                resolved[code >> 1] = code >> 1
+            elif isinstance(need, list):
+                group = self._group(line, need, ident, k, s)
+                key = group[0] if len(group) == 1 else tuple(sorted(group))
+                resolved.setdefault(key, key if len(group) == 1 else group)
+            else:
                 raise self.err(line, "needs", f'request "{ident}": "needs" entries must be '
                                               f"strings, got {_show(need)}")  # fmt: skip
-            code = find(need)
-            if code < 0 or code & 1 or item_stream[code >> 1] != s:
-                raise self.err(line, "needs", f'request needs "{need}", which no earlier write in '
-                                              f'stream "{self.stream_names[s]}" defines')  # fmt: skip
-            resolved[code >> 1] = None
-        return list(resolved)
+        return list(resolved.values())
 
     def _request(self, obj: dict, line: int) -> None:
         ident, slot, h = self._new_id(line, obj)
@@ -306,7 +355,16 @@ class _Builder:
         self.req_id.append(ident)
         self.req_text.append(text)
         self.req_meta.append(meta)
-        self.needs.extend(resolved)
+        if self.version == FORMAT_VERSION_1:
+            self.needs.extend(resolved)  # item indices only
+        else:
+            for need in resolved:
+                if isinstance(need, tuple):  # alternatives: the first in needs, the rest apart
+                    self.alt_need.append(len(self.needs))
+                    self.alt_items.extend(need[1:])
+                    self.alt_ptr.append(len(self.alt_items))
+                    need = need[0]
+                self.needs.append(need)
         self.needs_ptr.append(len(self.needs))
         self.ids.insert(slot, h, 2 * r + 1)
 
@@ -382,6 +440,9 @@ class _Builder:
             req_meta=self.req_meta.build(),
             needs_ptr=col(self.needs_ptr, dtype=np.int64),
             needs=col(self.needs, dtype=np.int32),
+            alt_need=col(self.alt_need, dtype=np.int64),
+            alt_ptr=col(self.alt_ptr, dtype=np.int64),
+            alt_items=col(self.alt_items, dtype=np.int32),
             annotations=self.annotations,
             event_meta=self.event_meta,
         )
@@ -469,6 +530,8 @@ def write_trace(path: str | os.PathLike, events: Iterable[dict], header: dict | 
     """Stream events to ``path`` (gzip if it ends in ``.gz``) atomically; returns lines written.
 
     Events are written as they come, so a generator can produce traces far larger than memory.
+    The header says ``"version": 1`` unless ``header`` gives its own (``"1.1"`` for a trace with
+    alternatives in ``needs``).
     """
     path = Path(path)
     n = 0
@@ -499,6 +562,7 @@ def write_trace(path: str | os.PathLike, events: Iterable[dict], header: dict | 
 
 
 __all__ = [
+    "ALTERNATIVES_VERSION",
     "FORMAT_VERSION",
     "MAX_LINE_BYTES",
     "TraceError",

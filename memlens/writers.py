@@ -39,6 +39,7 @@ MARKERS = ("metrics.json", "compare.json", "recommend.json")
 #: Every file a command writes into its run folder.
 RESULT_FILES = frozenset(
     {*MARKERS, "per_request.parquet", "moves.parquet", "resolved_config.yaml", "compare.csv"}
+    | {"events.parquet", "report.html"}  # memlens.eventlog, memlens.static_report
 )
 
 
@@ -88,6 +89,12 @@ def write_run(out_dir: Path, run: Replay, report: Report, resolved_yaml: str) ->
         write_parquet(paths[-1], moves_table(run))
     paths.append(out_dir / "resolved_config.yaml")
     write_text(paths[-1], resolved_yaml)
+    if s.events.enabled:  # the event log and the static HTML report built from it
+        from memlens.eventlog import write_event_log
+        from memlens.static_report import write_static_report
+
+        paths.append(write_event_log(out_dir / "events.parquet", run))
+        paths.append(write_static_report(out_dir / "report.html", paths[-1], report.to_dict()))
     paths.append(out_dir / "metrics.json")
     write_json(paths[-1], report.to_dict())  # last: its presence means "complete"
     return paths

@@ -54,7 +54,8 @@ class Oracle(Policy):
         # next use of every item, updated as requests are observed
         if getattr(self, "_first_use_of", None) is not trace:
             first_use = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-            np.minimum.at(first_use, trace.needs, trace.req_event[trace.need_request])
+            # every item a need lists counts as used (alternatives too, trace format 1.1)
+            np.minimum.at(first_use, trace.group_items, trace.req_event[trace.group_request])
             self._first_use, self._first_use_of = first_use, trace
             self._kinds = trace.ev_kind.tolist()
         self._next: dict[int, int] = {}
@@ -88,10 +89,12 @@ class Oracle(Policy):
     def observe(self, request: int, now: int) -> None:
         trace = self.ctx.trace
         lo, hi = int(trace.needs_ptr[request]), int(trace.needs_ptr[request + 1])
-        nxt = trace.need_next_use
+        if trace.has_alternatives:  # every alternative a need lists is an anchor (format 1.1)
+            lo, hi = int(trace.group_ptr[lo]), int(trace.group_ptr[hi])
+        items, nxt = trace.group_items, trace.group_next_use
         resident, is_pinned = self._memory.resident, self._memory.is_pinned
         for j in range(lo, hi):
-            i = int(trace.needs[j])
+            i = int(items[j])
             n = int(nxt[j])
             self._next[i] = n if n >= 0 else self._never
             if resident(i) and not is_pinned(i):

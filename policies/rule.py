@@ -107,8 +107,9 @@ class RuleScorer(Policy):
         self._lam_item = np.asarray(self.lam)[trace.item_type].tolist()
         self._tok = trace.item_tokens.tolist()
         self._t = trace.ev_t.tolist()
-        self._needs_ptr = trace.needs_ptr.tolist()
-        self._needs = trace.needs.tolist()
+        # every item a need lists counts a use, alternatives too (trace format 1.1)
+        self._needs_ptr = trace.request_items_ptr.tolist()
+        self._needs = trace.group_items.tolist()
 
     def reset(self, ctx: PolicyContext) -> None:
         super().reset(ctx)

@@ -33,8 +33,9 @@ class ScanPolicy(Policy):
             self._scan_trace = trace
             self._t = trace.ev_t.tolist()
             self._tok = trace.item_tokens.tolist()
-            self._needs_ptr = trace.needs_ptr.tolist()
-            self._needs = trace.needs.tolist()
+            # every item a need lists is used, alternatives too (trace format 1.1)
+            self._needs_ptr = trace.request_items_ptr.tolist()
+            self._needs = trace.group_items.tolist()
             self.prepare(trace)
         self._res: OrderedDict[int, None] = OrderedDict()  # resident, unpinned; by recency
         self._last: dict[int, int] = {}  # event of the last write/use (for unpin)

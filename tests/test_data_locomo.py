@@ -125,7 +125,10 @@ def test_tiny_end_placement(tmp_path):
         ("request", "c1/q0"), ("request", "c1/q1"), ("request", "c1/q4"),
     ]  # fmt: skip
     by_id = {e["id"]: e for e in events}
-    assert by_id["c1/D1:1"]["type"] == "user_input" and by_id["c1/D2:1"]["type"] == "llm_thought"
+    assert by_id["c1/D1:1"]["type"] == "user_input" and by_id["c1/D2:1"]["type"] == "user_input"
+    assert (
+        by_id["c1/D2:1"]["meta"]["speaker"] == "Bob"
+    )  # both are people: the name tells them apart
     t0 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC).timestamp()
     t1 = datetime(2023, 5, 9, 10, 0, tzinfo=UTC).timestamp()
     assert by_id["c1/D1:1"]["t"] == t0 and by_id["c1/D1:2"]["t"] == t0 + 30

@@ -80,11 +80,11 @@ def _src(tmp_path, data):
 def test_tiny_trajectory(tmp_path):
     args = {"user_id": "mia_li_3668", "flight": "HAT136", "date": "2024-05-20", "cabin": "economy",
             "confirm": True, "code": "ZZZ999"}  # fmt: skip
-    events, header = convert_taubench(_src(tmp_path, [_traj([args, {}])]))
+    events, header = convert_taubench(_src(tmp_path, [_traj([args, {}])]), source="first")
     s = "task7-trial1"
     assert [(e["event"], e.get("id", e.get("target"))) for e in events] == [
         ("write", f"{s}/m0"), ("pin", f"{s}/m0"), ("write", f"{s}/m1"), ("write", f"{s}/m2"),
-        ("write", f"{s}/m3"), ("request", f"{s}/c4.0"), ("write", f"{s}/m4.0"),
+        ("write", f"{s}/m3"), ("request", f"{s}/r4"), ("write", f"{s}/m4.0"),
         ("write", f"{s}/m5"), ("write", f"{s}/m6.0"), ("write", f"{s}/m7"),
     ]  # fmt: skip
     req = events[5]
@@ -101,7 +101,7 @@ def test_tiny_trajectory(tmp_path):
     assert (
         rep["tool_calls"] == 2
         and rep["requests"] == 1
-        and rep["requests_dropped_no_arguments"] == 1
+        and rep["requests_dropped_no_needs"] == 2  # the call with no arguments, and m2
     )
     assert rep["argument_values"] == 5 and rep["values_unmatched"] == 1
     assert rep["values_found_in_messages"] == 3 and rep["values_found_in_system_prompt_only"] == 1
@@ -109,24 +109,46 @@ def test_tiny_trajectory(tmp_path):
     trace_from_events(events)
 
 
+def test_alternatives_default(tmp_path):
+    """A value several messages hold is a group of alternatives, not one pick; a group met
+    whenever another need is met is left out (user_id's m1-or-m3 is implied by m3)."""
+    args = {"user_id": "mia_li_3668", "flight": "HAT136"}
+    src = _src(tmp_path, [_traj([{"user_id": "mia_li_3668"}, args])])
+    events, header = convert_taubench(src)
+    reqs = [e for e in events if e["event"] == "request"]
+    s = "task7-trial1"
+    assert reqs[0]["needs"] == [[f"{s}/m1", f"{s}/m3"]]
+    # by the second call the id is also in the first call's write m4.0
+    assert reqs[1]["needs"] == [f"{s}/m3"]
+    assert header["version"] == "1.1" and header["needs"]["pick"] == "alternatives"
+    assert header["report"]["request_needs_with_alternatives"] == 1
+    trace_from_events([{"event": "header", **header}, *events])
+    firsts = [e["needs"] for e in convert_taubench(src, source="first")[0] if "needs" in e]
+    assert firsts == [[f"{s}/m1"], [f"{s}/m1", f"{s}/m3"]]
+
+
 def test_source_last_and_keep_empty(tmp_path):
     src = _src(tmp_path, [_traj([{"user_id": "mia_li_3668"}, {"code": "nowhere"}])])
     events, header = convert_taubench(src, source="last", keep_empty=True)
-    reqs = [e for e in events if e["event"] == "request"]
+    reqs = [e for e in events if e["event"] == "request" and "tools" in e["meta"]]
     assert reqs[0]["needs"] == ["task7-trial1/m3"]  # the latest mention, not the first
-    assert reqs[1]["needs"] == [] and header["report"]["requests"] == 2
+    assert reqs[1]["needs"] == [] and header["report"]["requests"] == 3  # m2 (text) too
     trace_from_events(events)
 
 
 def test_real_slice_needs_are_sound(tmp_path):
     data = orjson.loads(SRC.read_bytes())[:8]
     events, header = convert_taubench(_src(tmp_path, data))
-    trace = trace_from_events(events)  # every need is an earlier write of the same stream
+    # every need is an earlier write of the same stream
+    trace = trace_from_events([{"event": "header", **header}, *events])
     assert trace.n_streams == 8
     text = {e["id"]: e["text"].lower() for e in events if e["event"] == "write"}
     for e in (e for e in events if e["event"] == "request"):
-        values = [v.lower() for _, v in argument_values(e["meta"]["arguments"])]
-        for need in e["needs"]:  # independent check: some value occurs as a whole token
+        values = [v.lower() for a in e["meta"]["arguments"] for _, v in argument_values(a)]
+        alternatives = [
+            n for group in e["needs"] for n in ([group] if isinstance(group, str) else group)
+        ]
+        for need in alternatives:  # independent check: some value occurs as a whole token
             tokens = re.split(r"[^0-9a-z_]+", text[need])
             assert any(
                 v in text[need] and all(w in tokens for w in re.split(r"[^0-9a-z_]+", v) if w)

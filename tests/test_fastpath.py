@@ -82,8 +82,10 @@ def test_a_subclass_does_not_inherit_its_parents_kernel():
     tr = load_trace(DATA_DIR / "taubench" / "airline.jsonl.gz")
     auto = simulate(tr, LazyLRU(), budget=2048, engine="auto")
     assert kernel_of(LazyLRU()) is None and auto.engine == "reference"
-    assert int(auto.need_hit.sum()) == 623
-    assert int(simulate(tr, LRU(), budget=2048).need_hit.sum()) == 816
+    # (on the trace of that time, 623 and 816 hits; the bundled trace is regenerated at times)
+    window = int(simulate(tr, SlidingWindow(), budget=2048).need_hit.sum())
+    lru = int(simulate(tr, LRU(), budget=2048).need_hit.sum())
+    assert int(auto.need_hit.sum()) == window != lru
     with pytest.raises(ValueError, match="no fast kernel"):
         simulate(tr, LazyLRU(), budget=2048, engine="fast")
     check_policy(LazyLRU)  # and the subclass passes the checker on its own

@@ -48,7 +48,8 @@ class SlowLRU(LRU):
         time.sleep(float(os.environ.get("SLOW_SLEEP", "0")))
         return super().observe(request, now)
 '''
-RUN_FILES = {"metrics.json", "per_request.parquet", "moves.parquet", "resolved_config.yaml"}
+RUN_FILES = {"metrics.json", "per_request.parquet", "moves.parquet", "resolved_config.yaml",
+             "events.parquet", "report.html"}  # fmt: skip
 
 
 @pytest.fixture(scope="module")

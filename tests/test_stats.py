@@ -133,8 +133,9 @@ def test_every_decomposable_metric_recombines_to_its_overall_and_stream_values()
 
 
 def test_metrics_json_has_intervals_and_the_raw_parts():
-    """The bundled default trace has 4 streams: every decomposable metric gets the note."""
-    report = pipeline.run(run_settings(SMALL))[1]  # the pipeline computes the intervals
+    """A 4-stream trace: every decomposable metric gets the note."""
+    events = random_events(np.random.default_rng(9), n_events=400, n_streams=4)
+    report = pipeline.run(run_settings([*SMALL, "policy=lru", "budget=200"]), trace(*events))[1]
     doc = json.loads(json.dumps(report.to_dict(), allow_nan=False))
     assert set(doc["intervals"]) == set(report.stream_parts)
     assert doc["intervals"]["hit_rate"]["note"] == "n<5"
@@ -142,6 +143,16 @@ def test_metrics_json_has_intervals_and_the_raw_parts():
     hits = doc["stream_parts"]["metrics"]["hit_rate"]
     assert sum(hits["num"]) / sum(hits["den"]) == pytest.approx(doc["overall"]["hit_rate"])
     assert all(declared()[k].parts is not None for k in doc["intervals"])
+
+
+def test_bundled_default_trace_gets_real_intervals():
+    """The bundled default trace has over 200 streams: intervals, no note, value inside."""
+    doc = pipeline.run(run_settings(SMALL))[1].to_dict()
+    hit = doc["intervals"]["hit_rate"]
+    assert "note" not in hit
+    assert hit["estimate"] == pytest.approx(doc["overall"]["hit_rate"])
+    assert hit["low"] < hit["estimate"] < hit["high"]
+    assert hit["n_streams"] == len(doc["streams"])
 
 
 def test_interval_cells():

@@ -17,6 +17,13 @@ instead of one row per check point it covers.  The matrix is then a network matr
 row per nesting chain, see ``lp_upper``) with O(gaps + points) non-zeros, which HiGHS solves
 in seconds at 100k references.
 
+Needs with alternatives (trace format 1.1; ``GapModel.has_groups``): a need is hit when any of
+its alternatives' gaps is kept, so the program gets one hit variable per need, ``h_j <= sum of
+y over the gaps serving j`` and ``h_j <= 1``, and maximises ``sum h`` (``_group_program``; gap
+form, as a chain no longer has a fixed worth).  Every policy's hits are still ``forced_hits +
+sum h`` for a feasible integer point, so the relaxation's optimum is still an upper bound.
+With groups of one it is the same program as before.
+
 ``relaxed_upper`` (PFOO-L style): summing the capacity rows over every post-event state of the
 stream gives one knapsack row ``sum size*length*y <= sum capacity``; dropping the nesting rows
 only enlarges the feasible set, so the fractional knapsack optimum (greedy by cost) is still an
@@ -89,6 +96,40 @@ def _chains(model: GapModel) -> tuple[np.ndarray, np.ndarray]:
     return head, depth
 
 
+def _group_program(model: GapModel) -> tuple[np.ndarray, list, tuple[np.ndarray, np.ndarray]]:
+    """Objective, constraints and bounds over ``[y, z, h]`` for a model with alternatives:
+    capacity and nesting rows as in ``_matrices``, plus ``h_j - sum y_g <= 0`` per need."""
+    G, K = model.n_gaps, model.points.shape[0]
+    needs, row = np.unique(model.link_ref, return_inverse=True)
+    H = needs.shape[0]
+    A_eq, b_eq, A_ub = _matrices(model)
+    A_eq = sp.hstack([A_eq, sp.csr_matrix((K, H))]).tocsr()
+    A_ub = sp.hstack([A_ub, sp.csr_matrix((A_ub.shape[0], H))]).tocsr()
+    A_link = sp.csr_matrix(
+        (np.concatenate([np.ones(H), -np.ones(row.shape[0])]),
+         (np.concatenate([np.arange(H), row]), np.concatenate([G + K + np.arange(H),
+                                                                model.link_gap]))),
+        shape=(H, G + K + H),
+    )  # fmt: skip
+    cons = [LinearConstraint(A_eq, b_eq, b_eq), LinearConstraint(sp.vstack([A_ub, A_link]),
+                                                                  -np.inf, 0.0)]  # fmt: skip
+    c = np.concatenate([np.zeros(G + K), -np.ones(H)])
+    upper = np.concatenate([np.ones(G), np.full(K, np.inf), np.ones(H)])
+    return c, cons, (np.zeros(G + K + H), upper)
+
+
+def _group_lp_upper(model: GapModel) -> tuple[int, np.ndarray]:
+    """``lp_upper`` for a model with alternatives (``_group_program``)."""
+    G = model.n_gaps
+    c, cons, (lower, upper) = _group_program(model)
+    eq, ub = cons
+    res = linprog(c, A_eq=eq.A, b_eq=eq.lb, A_ub=ub.A, b_ub=ub.ub,
+                  bounds=np.stack([lower, upper], axis=1), method="highs")  # fmt: skip
+    if res.status != 0:
+        raise OracleSolveError(f"stream {model.stream}: LP not solved ({res.message})")
+    return model.forced_hits + _tolerant_floor(-res.fun, c.shape[0]), np.clip(res.x[:G], 0, 1)
+
+
 def lp_upper(model: GapModel) -> tuple[int, np.ndarray]:
     """Integer upper bound on the stream's hits and the LP's fractional gap values.
 
@@ -102,6 +143,8 @@ def lp_upper(model: GapModel) -> tuple[int, np.ndarray]:
     G = model.n_gaps
     if G == 0:
         return model.forced_hits, np.zeros(0)
+    if model.has_groups:
+        return _group_lp_upper(model)
     K = model.points.shape[0]
     head, depth = _chains(model)
     size = model.size.astype(np.float64)
@@ -158,17 +201,21 @@ def milp_schedule(model: GapModel, node_limit: int) -> tuple[np.ndarray | None, 
     if G == 0:
         return np.zeros(0, dtype=bool), model.forced_hits
     K = model.points.shape[0]
-    A_eq, b_eq, A_ub = _matrices(model)
-    cons = [LinearConstraint(A_eq, b_eq, b_eq)]
-    if A_ub.shape[0]:
-        cons.append(LinearConstraint(A_ub, -np.inf, 0.0))
-    res = milp(
-        np.concatenate([-np.ones(G), np.zeros(K)]),
-        constraints=cons,
-        integrality=np.concatenate([np.ones(G), np.zeros(K)]),
-        bounds=Bounds(np.zeros(G + K), np.concatenate([np.ones(G), np.full(K, np.inf)])),
-        options={"node_limit": int(node_limit)},
-    )
+    if model.has_groups:  # h_j continuous: at an integer y its best value is integral anyway
+        c, cons, (lower, upper) = _group_program(model)
+        integrality = np.concatenate([np.ones(G), np.zeros(c.shape[0] - G)])
+    else:
+        A_eq, b_eq, A_ub = _matrices(model)
+        cons = [LinearConstraint(A_eq, b_eq, b_eq)]
+        if A_ub.shape[0]:
+            cons.append(LinearConstraint(A_ub, -np.inf, 0.0))
+        c, integrality = (
+            np.concatenate([-np.ones(G), np.zeros(K)]),
+            np.concatenate([np.ones(G), np.zeros(K)]),
+        )
+        lower, upper = np.zeros(G + K), np.concatenate([np.ones(G), np.full(K, np.inf)])
+    res = milp(c, constraints=cons, integrality=integrality, bounds=Bounds(lower, upper),
+               options={"node_limit": int(node_limit)})  # fmt: skip
     dual = getattr(res, "mip_dual_bound", None)
     bound = None
     if dual is not None and np.isfinite(dual):
@@ -190,4 +237,5 @@ def relaxed_upper(model: GapModel) -> int:
     if full < G:
         used = csum[full - 1] if full else 0.0
         value += (cap - used) / cost[order[full]]
-    return model.forced_hits + _tolerant_floor(value, 1)
+    # with alternatives a kept gap is worth at most one need, and a need at most one hit
+    return min(model.forced_hits + _tolerant_floor(value, 1), model.n_references)

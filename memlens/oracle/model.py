@@ -23,6 +23,14 @@ Where a gap may start:
 
 Uses while the item is pinned are hits for every policy (``forced_hits``).
 
+Needs with alternatives (trace format 1.1): every item of a need's group is used at the
+request (it is an anchor of each of them, and each gets its gap ending there), and the need is
+hit when any of those gaps is kept, or forced when any alternative is pinned.  The ``link_*``
+arrays say which gaps serve which need (an item listed in two groups of one request has one gap
+serving both).  With demand fetch every alternative gets a free start after the request,
+although the simulator fetches only the first-listed one: a relaxation, so the upper bound stays
+a bound (``memlens.oracle.bounds``); the lower bound is a replay, valid whatever the plan.
+
 Capacity: after every event of the stream, the unpinned resident tokens are at most
 ``max(0, budget - pinned_tokens)`` (the simulator evicts until used <= budget or only pinned
 items are left).  Time is the global event index; a gap from anchor ``a`` to use ``b`` occupies
@@ -63,6 +71,19 @@ class GapModel:
     # stream-local lengths for the time-averaged (PFOO-L) relaxation
     length: np.ndarray  # int64 number of the stream's post-event states a gap covers
     total_capacity: int  # sum over the stream's post-event states of the capacity
+    # needs with alternatives (format 1.1 traces only; empty otherwise): gap link_gap[k] serves
+    # need link_ref[k] (an index into trace.needs); then a need's hit is "some linked gap kept"
+    link_gap: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    link_ref: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    has_groups: bool = False
+
+    def planned_hits(self, selected: np.ndarray) -> int:
+        """The hits a 0/1 selection of gaps plans: forced hits plus the needs it serves."""
+        sel = np.asarray(selected, dtype=bool)
+        if not self.has_groups:
+            return int(sel.sum()) + self.forced_hits
+        served = self.link_ref[sel[self.link_gap]] if self.link_gap.size else self.link_ref
+        return int(np.unique(served).shape[0]) + self.forced_hits
 
     @property
     def n_gaps(self) -> int:
@@ -80,8 +101,17 @@ class _Walk:
     g_ref: list = field(default_factory=list)
     pin_ev: list = field(default_factory=list)  # events where the pinned tokens changed
     pin_tok: list = field(default_factory=list)  # pinned tokens after them
+    links: list = field(default_factory=list)  # (gap, need) pairs, format 1.1 traces only
     n_refs: int = 0
     forced: int = 0
+
+    def gap(self, item: int, start: int, end: int, prev: int, ref: int) -> int:
+        """Record a gap; returns its index."""
+        g = len(self.g_item)
+        for col, v in ((self.g_item, item), (self.g_start, start), (self.g_end, end),
+                       (self.g_prev, prev), (self.g_ref, ref)):  # fmt: skip
+            col.append(v)
+        return g
 
 
 def _walk(trace: Trace, stream: int, budget: int, demand_fetch: bool) -> _Walk:
@@ -90,6 +120,7 @@ def _walk(trace: Trace, stream: int, budget: int, demand_fetch: bool) -> _Walk:
     kinds = trace.ev_kind[events].tolist()
     refs = trace.ev_ref[events].tolist()
     tokens, needs_ptr, needs = trace.item_tokens, trace.needs_ptr, trace.needs
+    groups = trace.alternative_groups  # need -> its items, for needs with alternatives
     # per item state, kept in dicts (a stream touches only its own items)
     anchor: dict[int, int] = {}  # item -> event index of its open anchor (absent: none)
     chain: dict[int, int] = {}  # item -> gap index that must be kept (-1 free, -2 impossible)
@@ -100,6 +131,8 @@ def _walk(trace: Trace, stream: int, budget: int, demand_fetch: bool) -> _Walk:
         if k == WRITE:
             anchor[x] = e
             chain[x] = -1 if tokens[x] <= budget else -2
+        elif k == REQUEST and groups:
+            _group_request(w, e, x, trace, groups, pinned, anchor, chain, budget, demand_fetch)
         elif k == REQUEST:
             lo, hi = int(needs_ptr[x]), int(needs_ptr[x + 1])
             w.n_refs += hi - lo
@@ -111,10 +144,7 @@ def _walk(trace: Trace, stream: int, budget: int, demand_fetch: bool) -> _Walk:
                 c = chain.get(i, -2)
                 g = -2
                 if c != -2 and i in anchor:
-                    g = len(w.g_item)
-                    for col, v in ((w.g_item, i), (w.g_start, anchor[i]), (w.g_end, e),
-                                   (w.g_prev, c), (w.g_ref, j)):  # fmt: skip
-                        col.append(v)
+                    g = w.gap(i, anchor[i], e, c, j)
                 anchor[i] = e
                 if demand_fetch:
                     chain[i] = -1 if tokens[i] <= budget else -2
@@ -131,6 +161,31 @@ def _walk(trace: Trace, stream: int, budget: int, demand_fetch: bool) -> _Walk:
                 anchor[x] = e
                 chain[x] = -1 if tokens[x] <= budget else -2
     return w
+
+
+def _group_request(w: _Walk, e: int, x: int, trace: Trace, groups: dict, pinned: set,
+                   anchor: dict, chain: dict, budget: int, demand_fetch: bool) -> None:  # fmt: skip
+    """``_walk`` at request ``x`` (event ``e``) of a trace with alternatives: one gap per item
+    listed in any of its needs, linked to every need it serves (module docstring)."""
+    lo, hi = int(trace.needs_ptr[x]), int(trace.needs_ptr[x + 1])
+    w.n_refs += hi - lo
+    tokens = trace.item_tokens
+    gap_of: dict[int, int] = {}  # item -> its gap ending here (-2: none)
+    for j in range(lo, hi):
+        items = groups.get(j, (int(trace.needs[j]),))
+        forced = any(i in pinned for i in items)
+        w.forced += forced
+        for i in items:
+            if i in pinned:
+                continue
+            if i not in gap_of:
+                c = chain.get(i, -2)
+                gap_of[i] = w.gap(i, anchor[i], e, c, j) if c != -2 and i in anchor else -2
+            if gap_of[i] >= 0 and not forced:
+                w.links.append((gap_of[i], j))
+    for i, g in gap_of.items():
+        anchor[i] = e
+        chain[i] = (-1 if tokens[i] <= budget else -2) if demand_fetch else g
 
 
 def build_model(trace: Trace, stream: int, budget: int, demand_fetch: bool) -> GapModel:
@@ -178,6 +233,9 @@ def build_model(trace: Trace, stream: int, budget: int, demand_fetch: bool) -> G
         k_end=k_end.astype(np.int64),
         length=(pos_end - pos_start).astype(np.int64),
         total_capacity=total_capacity,
+        link_gap=np.asarray([g for g, _ in w.links], dtype=np.int64),
+        link_ref=np.asarray([j for _, j in w.links], dtype=np.int64),
+        has_groups=trace.has_alternatives,
     )
 
 

@@ -212,20 +212,22 @@ class Retriever:
     def _record(self, r: int, got: list[tuple[int, int, int, int]]) -> None:
         trace = self.trace
         lo, hi = int(trace.needs_ptr[r]), int(trace.needs_ptr[r + 1])
-        needs = trace.needs[lo:hi].tolist()
-        need_set = set(needs)
+        needs, groups = trace.needs[lo:hi].tolist(), trace.alternative_groups
+        # a need with alternatives (trace format 1.1) is served by any of them
+        need_set = set(trace.group_items[trace.group_ptr[lo] : trace.group_ptr[hi]].tolist())
         form_of = {g[0]: g[1] for g in got}
         where = self.state.where
         missing = covered = 0
         for j, i in zip(range(lo, hi), needs):
-            if where[i] == WM:
+            alts = groups.get(j, (i,))
+            if any(where[a] == WM for a in alts):
                 self.need_ctx[j] = 1
                 continue
             missing += 1
-            f = form_of.get(i)
-            if f is None:
+            forms = [form_of[a] for a in alts if a in form_of]
+            if not forms:
                 continue
-            if self.comp.serves(f, j):
+            if any(self.comp.serves(f, j) for f in forms):
                 self.need_ctx[j] = 1
                 covered += 1
             else:

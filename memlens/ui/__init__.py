@@ -1,0 +1,1 @@
+"""``memlens ui``: the local analytics page (server, DuckDB queries, static assets)."""

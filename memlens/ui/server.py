@@ -1,0 +1,223 @@
+"""``memlens ui``: the local analytics page, a Starlette app served by uvicorn.
+
+One HTML page (``memlens/ui/static``) and a JSON API over the run folders under one root.  The
+page draws its charts with the plotly.js that the ``plotly`` Python package ships (served from
+the installed package: no CDN, works offline).  What keeps it safe on a shared machine:
+
+* it binds 127.0.0.1 unless ``host`` says otherwise;
+* reads go through :mod:`memlens.ui.runs` (only run folders under ``root``);
+* writes (feedback, what-if) need the per-session token the page was served with, sent in the
+  ``X-MemLens-Token`` header, which a cross-site form or fetch cannot set; a request whose
+  ``Origin`` is another site is refused as well;
+* memory text is untrusted: the page only ever inserts it as text (``textContent``), charts
+  get it escaped, and a Content-Security-Policy forbids inline scripts.
+"""
+
+from __future__ import annotations
+
+import hmac
+import math
+import secrets
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from memlens.ui.prepared import Prepared, PreparedCache
+from memlens.ui.runs import RunAccessError, run_file
+
+STATIC = Path(__file__).parent / "static"
+TOKEN_HEADER = "x-memlens-token"
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+       "img-src 'self' data: blob:; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+       "frame-ancestors 'none'; form-action 'none'")  # fmt: skip
+
+
+@dataclass
+class UiConfig:
+    """``memlens ui`` settings (conf/ui.yaml)."""
+
+    root: str = "outputs"  # run folders are read from under this folder only
+    host: str = "127.0.0.1"  # the address to bind; anything else exposes the page
+    port: int = 8765  # 0: any free port
+    mlflow_uri: str | None = "sqlite:///mlflow.db"  # MLflow runs listed from here (SQLite)
+    feedback_store: str = "feedback.db"  # interventions are written here
+    author: str = "memlens-ui"  # author of the page's feedback rows
+    prewarm: bool = True  # load the newest run's log in the background at start
+
+    def __post_init__(self) -> None:
+        if isinstance(self.port, bool) or not isinstance(self.port, int) or not (
+                0 <= self.port <= 65535):  # fmt: skip
+            raise ValueError(f"port must be an integer in 0..65535, got {self.port!r}")
+        if not self.host.strip():
+            raise ValueError("host must name an address to bind (127.0.0.1 by default)")
+        if not Path(self.root).is_dir():
+            raise ValueError(f"root {self.root}: no such folder")
+        store = Path(self.feedback_store)
+        if store.is_dir() or not store.absolute().parent.is_dir():
+            raise ValueError(f"feedback_store {store}: not a file in an existing folder")
+
+
+class State:
+    """What the app shares between requests: settings, token, the prepared runs."""
+
+    def __init__(self, cfg: UiConfig, token: str | None = None) -> None:
+        self.cfg = cfg
+        self.root = Path(cfg.root).resolve()
+        self.token = token or secrets.token_urlsafe(32)
+        self.cache = PreparedCache()
+
+    def events(self, name: str) -> Path:
+        return run_file(self.root, name, "events.parquet")
+
+    def prepared(self, name: str) -> Prepared:
+        """The run's event log loaded for queries (once per file version, then cached)."""
+        return self.cache.get(self.events(name))
+
+
+def _clean(x):
+    """JSON-safe: NaN and infinities become null (in nested lists and dicts too)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x
+
+
+def _int(params, key: str, default: int) -> int:
+    raw = params.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise RunAccessError(f"{key}: an integer is required, got {raw!r}") from None
+
+
+def _check_write(state: State, request) -> None:
+    """A write needs the session token; a cross-site Origin is refused outright."""
+    origin = request.headers.get("origin")
+    host = request.headers.get("host", "")
+    if origin and origin.split("://", 1)[-1] != host:
+        raise PermissionError("cross-site request refused")
+    sent = request.headers.get(TOKEN_HEADER, "")
+    if not hmac.compare_digest(sent.encode(), state.token.encode()):
+        raise PermissionError("missing or wrong session token")
+
+
+def create_app(cfg: UiConfig, token: str | None = None):
+    """The Starlette app (``app.state.ui`` holds the :class:`State`)."""
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.routing import Mount, Route
+    from starlette.staticfiles import StaticFiles
+
+    from memlens.ui import api
+
+    state = State(cfg, token)
+    routes = [
+        Route("/", api.index),
+        Route("/vendor/plotly.min.js", api.plotly_js),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        *[Route(f"/api/{name}", fn, methods=["GET"]) for name, fn in api.READS.items()],
+        *[Route(f"/api/{name}", fn, methods=["POST"]) for name, fn in api.WRITES.items()],
+    ]
+    app = Starlette(routes=routes, middleware=[Middleware(api.SecurityHeaders)])
+    app.state.ui = state
+    if cfg.prewarm:
+        threading.Thread(target=_prewarm, args=(state,), daemon=True).start()
+    return app
+
+
+def _prewarm(state: State) -> None:
+    """Load the newest run's log now, so the page finds it ready (a large run takes seconds)."""
+    from memlens.ui.runs import local_runs
+
+    try:
+        runs = local_runs(state.root)
+        if runs:
+            state.prepared(runs[0]["run"])
+    except Exception:  # noqa: BLE001 - the page will say what is wrong when it asks
+        pass
+
+
+# ------------------------------------------------------------------------ command
+def load_config(argv: list[str]) -> UiConfig:
+    """``key=value`` settings composed with conf/ui.yaml (Hydra's grammar), then checked."""
+    from hydra.core.config_store import ConfigStore
+    from omegaconf import OmegaConf
+
+    from memlens.config import compose_config
+
+    ConfigStore.instance().store(name="ui_schema", node=UiConfig)
+    bad = [a for a in argv if "=" not in a]
+    if bad:
+        raise ValueError(f"expected key=value settings, got {bad[0]!r} (memlens ui --help)")
+    cfg = compose_config("ui", argv)
+    return OmegaConf.to_object(cfg)
+
+
+USAGE = """usage: memlens ui [key=value ...]
+
+The analytics page on http://HOST:PORT/ (settings: conf/ui.yaml)
+  root=outputs               run folders are read from under this folder only
+  host=127.0.0.1 port=8765   where to listen (port=0: any free port)
+  mlflow_uri=sqlite:///mlflow.db   MLflow runs to list (null: none)
+  feedback_store=feedback.db       where pins, unpins and annotations are written
+"""
+
+
+def main(argv: list[str]) -> int:
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from memlens.cli import error_message
+
+    if any(a in ("-h", "--help", "help") for a in argv):
+        print(USAGE)
+        return 0
+    try:
+        cfg = load_config(argv)
+    except (HydraException, OmegaConfBaseException, ValueError, TypeError, KeyError) as exc:
+        print(f"error: {error_message(exc)}", file=sys.stderr)
+        return 2
+    import uvicorn
+
+    app = create_app(cfg)
+    if cfg.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"warning: host={cfg.host} exposes the page beyond this machine", file=sys.stderr)
+    print(f"memlens ui: http://{cfg.host}:{cfg.port}/  (root {app.state.ui.root})", flush=True)
+    uvicorn.run(app, host=cfg.host, port=cfg.port, log_level="warning", workers=1)
+    return 0
+
+
+@contextmanager
+def running(cfg: UiConfig, token: str | None = None) -> Iterator[tuple[str, State]]:
+    """Serve the app on ``cfg.host`` in a background thread (``port=0``: a free port) for the
+    duration of the block; yields (base URL, state).  Used by tests and benchmarks."""
+    import socket
+
+    import uvicorn
+
+    app = create_app(cfg, token)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((cfg.host, cfg.port))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        yield f"http://{cfg.host}:{port}", app.state.ui
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()

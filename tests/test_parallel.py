@@ -1,0 +1,112 @@
+"""Sweeps on several worker processes give exactly the serial numbers (memlens.parallel)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memlens.parallel import cores, run_parallel, workers
+from memlens.registry import declared
+
+MEMLENS = [sys.executable, "-m", "memlens"]
+
+
+def memlens(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run([*MEMLENS, *args], cwd=cwd, capture_output=True, text=True, env=env)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"memlens {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("trace")
+    memlens("data", "generate", "archetype=support", "seed=4", "streams=6",
+            "events_per_stream=300", f"out={d / 't.jsonl.gz'}", cwd=d)  # fmt: skip
+    return d / "t.jsonl.gz"
+
+
+def without_timing(rows: list[dict]) -> list[dict]:
+    """compare.json rows minus wall-clock figures (the only values allowed to differ)."""
+    timing = {k for k, m in declared().items() if m.kind == "timing"}
+    return [{k: v for k, v in r.items() if k not in timing} for r in rows]
+
+
+@pytest.mark.slow  # two memlens processes and a worker pool: about 40 s on a busy 2-core machine
+def test_two_workers_give_the_serial_compare_json_bit_for_bit(tmp_path, trace):
+    common = [f"trace={trace}", "policies=[lru,rule]", "budgets=[256,1024]",
+              "reference=lru", "mlflow.enabled=false", "resume=false"]  # fmt: skip
+    memlens("compare", *common, "n_jobs=1", f"hydra.run.dir={tmp_path / 'serial'}", cwd=tmp_path)
+    proc = memlens("compare", *common, "n_jobs=2", "parallel_min_events=0",
+                   f"hydra.run.dir={tmp_path / 'two'}", cwd=tmp_path)  # fmt: skip
+    serial = json.loads((tmp_path / "serial" / "compare.json").read_text())
+    two = json.loads((tmp_path / "two" / "compare.json").read_text())
+    assert len(serial) == 4
+    assert without_timing(two) == without_timing(serial)  # floats compared exactly
+    assert json.loads((tmp_path / "two" / "sweep.json").read_text())["workers"] == 2
+    assert "4 job(s): 4 ran on 2 worker(s)" in proc.stderr
+
+    def columns(run: str) -> list[list[str]]:
+        return [
+            line.split(",")[:4]
+            for line in (tmp_path / run / "compare.csv").read_text().splitlines()
+        ]
+
+    assert columns("two") == columns("serial")
+
+
+def sweep_json(trace: Path, n_jobs: int, out: Path) -> list[dict]:
+    """compare.json of a sweep run in this process through memlens.sweep with ``n_jobs``."""
+    from memlens.commands import Row, add_differences, compare_jobs, write_compare
+    from memlens.config import compose_config
+    from memlens.pipeline import load_trace
+    from memlens.settings import resolve
+    from memlens.sweep import execute, plan
+
+    settings = resolve(compose_config("compare", [
+        f"trace={trace}", "policies=[lru,rule]", "budgets=[256,1024]", "reference=lru",
+        "mlflow.enabled=false", f"n_jobs={n_jobs}", "parallel_min_events=0"]))  # fmt: skip
+    loaded = load_trace(settings)
+    jobs = plan(settings, list(compare_jobs(settings)), {str(trace): loaded.sha256})
+    sweep = execute(settings, jobs, None, resumable=False, events={str(trace): loaded.n_events})
+    assert sweep.workers == n_jobs and not sweep.failed
+    rows = [Row({**o.report.row(), "policy": o.job.policy_name}, o.report) for o in sweep.outcomes]
+    add_differences(rows, "lru", settings.stats)
+    write_compare(out, rows, "lru")
+    return json.loads((out / "compare.json").read_text())
+
+
+def test_a_sweep_on_two_workers_equals_the_serial_one(tmp_path, trace):
+    (tmp_path / "one").mkdir(), (tmp_path / "two").mkdir()
+    serial = sweep_json(trace, 1, tmp_path / "one")
+    assert len(serial) == 4 and serial[0]["policy"] == "lru" and serial[-1]["budget"] == 1024
+    assert without_timing(sweep_json(trace, 2, tmp_path / "two")) == without_timing(serial)
+
+
+def test_small_sweeps_stay_serial_and_workers_never_exceed_jobs():
+    assert workers(-1, 10, total_events=1_000, min_events=200_000) == 1
+    assert workers(-1, 10, total_events=10**7, min_events=200_000) == min(cores(), 10)
+    assert workers(8, 3, total_events=10**7, min_events=0) == 3
+    assert workers(2, 5, total_events=0, min_events=0) == 2
+
+
+def square(x: int) -> int:
+    return x * x
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_run_parallel_returns_every_task_once_with_its_index(n):
+    got = dict(run_parallel(square, range(7), n, progress=False))
+    assert got == {i: i * i for i in range(7)}
+
+
+def test_n_jobs_is_refused_before_any_work(tmp_path):
+    proc = memlens("compare", "n_jobs=0", "mlflow.enabled=false", cwd=tmp_path, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: n_jobs must be -1 (every core)")

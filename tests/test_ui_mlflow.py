@@ -1,0 +1,44 @@
+"""The event log and report.html reach MLflow as artifacts, and memlens ui lists (and opens)
+MLflow runs from a SQLite tracking store."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+from mlflow.tracking import MlflowClient
+
+from memlens import commands
+from memlens.config import compose_config
+from memlens.trace_io import write_trace
+from memlens.ui.sample import sample_events
+from memlens.ui.server import UiConfig, running
+
+
+def test_artifacts_logged_and_run_listed(tmp_path, monkeypatch):
+    root = tmp_path / "root"
+    root.mkdir()
+    write_trace(tmp_path / "t.jsonl", sample_events())
+    uri = f"sqlite:///{tmp_path / 'ml.db'}"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(commands, "_run_dir", lambda: root / "local-run")
+    cfg = compose_config("simulate", [f"trace={tmp_path / 't.jsonl'}", "policy=lru", "budget=2",
+                                      f"mlflow.tracking_uri={uri}",
+                                      f"mlflow.artifact_location={root / 'mlartifacts'}"])  # fmt: skip
+    commands.simulate_task(cfg)
+    client = MlflowClient(tracking_uri=uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("memlens").experiment_id])
+    names = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"report.html", "events.parquet", "metrics.json"} <= names
+    ui = UiConfig(root=str(root), port=0, mlflow_uri=uri, feedback_store=str(tmp_path / "f.db"))
+    with running(ui) as (url, _):
+        with urllib.request.urlopen(f"{url}/api/runs", timeout=60) as r:
+            runs = json.loads(r.read())
+        assert runs["mlflow_error"] is None
+        (ml,) = runs["mlflow"]
+        assert ml["mlflow_run_id"] == run.info.run_id and ml["policy"] == "lru"
+        assert ml["run"] is not None and ml["run"].startswith("mlartifacts/")
+        assert [r["run"] for r in runs["local"] if r["run"] == "local-run"] == ["local-run"]
+        with urllib.request.urlopen(f"{url}/api/summary?run={ml['run']}", timeout=60) as r:
+            summary = json.loads(r.read())
+        assert summary["identity"]["hit_rate"] == 0.5
