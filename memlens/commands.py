@@ -323,7 +323,7 @@ def compare_task(cfg: DictConfig) -> list[dict]:
     print()
     for line in interval_notes(rows, shown, settings, ref, VS_METRIC):
         print(line)
-    if len(settings.traces or []) > 1 and rows:  # several derivations: does the ranking hold?
+    if settings.stability and rows:  # several derivations: does the ranking hold?
         from memlens.stability import compare_rows, stability_lines
 
         print("\n" + "\n".join(stability_lines(compare_rows(rows), VS_METRIC)))

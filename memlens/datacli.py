@@ -264,9 +264,10 @@ def _task(command: str) -> Callable[[DictConfig], None]:
     return task
 
 
-def import_positionals(rest: list[str]) -> list[str]:
-    """``openai FILE`` (the first two words without ``=``) as ``format=openai src=FILE``."""
-    out, names = [], ["format", "src"]
+def import_positionals(rest: list[str], names: tuple[str, ...] = ("format", "src")) -> list[str]:
+    """``openai FILE`` (the first two words without ``=``) as ``format=openai src=FILE``; for
+    ``stats``, ``stats FILE`` as ``trace=FILE`` (``names=("trace",)``)."""
+    out, names = [], list(names)
     for arg in rest:
         if names and "=" not in arg and not arg.startswith("-"):
             arg = f"{names[0]}={arg}"
@@ -283,6 +284,8 @@ def main(argv: list[str]) -> int:
     command, rest = argv[0], argv[1:]
     if command == "import":
         rest = import_positionals(rest)
+    elif command == "stats" and "--compare" not in rest:
+        rest = import_positionals(rest, ("trace",))
     problem = None
     if command == "stats" and "--compare" in rest:  # --compare REAL GENERATED: two overrides
         at = rest.index("--compare")

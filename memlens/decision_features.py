@@ -171,7 +171,8 @@ class TraceContext:
             first = np.flatnonzero(user[ev])
             if len(first):
                 self.task_item[ev[first[0] :]] = tr.ev_ref[ev[first[0]]]
-        self.needs = Timeline(E, tr.needs, tr.req_event[tr.need_request])
+        # every item a request lists, alternatives included (format 1.1): each was "needed"
+        self.needs = Timeline(E, tr.group_items, tr.req_event[tr.group_request])
         self.pins = Timeline(E, *_events_of(tr, PIN))
         self.unpins = Timeline(E, *_events_of(tr, UNPIN))
         ann = np.asarray([e for e, (v, _) in tr.annotations.items() if v is not None], np.int64)
@@ -250,15 +251,17 @@ def context(trace: Trace) -> TraceContext:
 
 def anchor_points(trace: Trace) -> Points:
     """Every write, every (request, needed item) and every pin/unpin/annotate, in event order
-    (a request's needs in their listed order)."""
+    (a request's needs in their listed order; every alternative of a need is an anchor, ``ref``
+    indexing ``trace.group_items``, which is ``trace.needs`` for a version 1 trace)."""
     tr = trace
     w = np.flatnonzero(tr.ev_kind == WRITE)
     f = np.flatnonzero(np.isin(tr.ev_kind, (PIN, UNPIN, ANNOTATE)))
-    item = np.concatenate([tr.ev_ref[w], tr.needs, tr.ev_ref[f]]).astype(np.int64)
-    event = np.concatenate([w, tr.req_event[tr.need_request], f]).astype(np.int64)
-    kind = np.concatenate([np.full(len(w), ANCHOR_WRITE), np.full(tr.n_references, ANCHOR_NEED),
+    n_listed = len(tr.group_items)
+    item = np.concatenate([tr.ev_ref[w], tr.group_items, tr.ev_ref[f]]).astype(np.int64)
+    event = np.concatenate([w, tr.req_event[tr.group_request], f]).astype(np.int64)
+    kind = np.concatenate([np.full(len(w), ANCHOR_WRITE), np.full(n_listed, ANCHOR_NEED),
                            np.full(len(f), ANCHOR_FEEDBACK)]).astype(np.int8)  # fmt: skip
-    ref = np.concatenate([np.full(len(w), -1), np.arange(tr.n_references),
+    ref = np.concatenate([np.full(len(w), -1), np.arange(n_listed),
                           np.full(len(f), -1)]).astype(np.int64)  # fmt: skip
     order = np.argsort(event, kind="stable")
     return Points(item[order], event[order], kind[order], ref[order])

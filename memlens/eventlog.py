@@ -17,7 +17,10 @@ How it is built, and why it costs little:
   t)``, the rule scorer, or ``scores(items, t)``, the scan baselines) before the replay: it wraps
   the policy's methods on the instance and asks the policy for the item's value at inserts,
   evictions, uses and annotations.  Those policies run on the reference engine anyway; a
-  policy with a compiled kernel (window, LRU) has no values, so its replay is untouched.
+  policy with a compiled kernel (window, LRU) has no values, so its replay is untouched.  The
+  rule scorer gets its own probe (:class:`RuleValueProbe`): its value formula inlined over the
+  stream's state, and no exponential where the item's clock has just restarted (the same
+  floats, bit for bit, tested; `benchmarks/bench_eventlog.py` measures what the log costs);
   ``rescore`` rows (a use or an annotation changed a value) can be sampled
   (``events.rescore_sample``), deterministically by (item, event).
 
@@ -28,7 +31,7 @@ then moves in the order they happened.  Columns: see :data:`COLUMNS` and ``docs/
 from __future__ import annotations
 
 import math
-from array import array
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,6 +72,12 @@ _K = {k: i for i, k in enumerate(KINDS)}
 _R = {r: i for i, r in enumerate(REASONS)}
 # what the probe saw
 P_INSERT, P_EVICT, P_USE, P_ANNOTATE = 0, 1, 2, 3
+#: One probe record: event, item, what (P_*), value before, value after.  Packed into a
+#: bytearray: ``extend(pack(...))`` costs half of ``array("d").extend(tuple)``, which converts
+#: each element through the argument parser (measured: 0.32 s against 0.72 s for 2M records).
+RECORD = struct.Struct("<qqqdd")
+RECORD_DTYPE = np.dtype([("event", "<i8"), ("item", "<i8"), ("what", "<i8"), ("before", "<f8"),
+                         ("after", "<f8")])  # fmt: skip
 
 
 @dataclass
@@ -94,6 +103,9 @@ def sampled(item: int, event: int, rate: float) -> bool:
 #: Per-item value methods of the scoring policies, in the order looked for: the rule scorer's
 #: ``value``, MemoryBank's ``retention``, MemoryOS's ``heat``.
 VALUE_METHODS = ("value", "retention", "heat")
+#: What a value method raises for an item it has no value for (a scan policy asked about an
+#: item it never saw): logged as nan.
+NO_VALUE = (KeyError, IndexError, ValueError, ZeroDivisionError)
 
 
 def value_function(policy):
@@ -128,20 +140,25 @@ class ValueProbe:
 
     def __init__(self, policy, value, rescore_sample: float = 1.0) -> None:
         self.policy, self.rate = policy, float(rescore_sample)
-        # records of five doubles (event, item, what, before, after): one C-level extend each
-        self.rows = array("d")
-        nan = math.nan
+        # packed records (see RECORD): one pack and one C-level extend each
+        self.rows = bytearray()
+        self._value = value
+        self._mine: dict[str, object] = {}
+        self._reset = policy.reset
+        policy.reset = self._on_reset
+
+    def _bind_value(self):
+        """``val(item, t)``, total: the policy's own method, nan where it has no value for the
+        item (a scan policy asked about an item it never saw)."""
+        value, nan = self._value, math.nan
 
         def val(item: int, t: float) -> float:
             try:
                 return value(item, t)
-            except (KeyError, IndexError, ValueError, ZeroDivisionError):
+            except NO_VALUE:
                 return nan
 
-        self._val = val
-        self._mine: dict[str, object] = {}
-        self._reset = policy.reset
-        policy.reset = self._on_reset
+        return val
 
     def _on_reset(self, ctx) -> None:
         d = self.policy.__dict__
@@ -152,36 +169,46 @@ class ValueProbe:
         if getattr(self, "_trace", None) is not ctx.trace:  # once per trace, not per stream
             self._trace, self.t = ctx.trace, ctx.trace.ev_t.tolist()
             self.needs_ptr, self.needs = ctx.trace.needs_ptr.tolist(), ctx.trace.needs.tolist()
+        self._val = self._bind_value()  # after the reset: the policy's state is new
         self._mine = {name: getattr(self, f"_wrap_{name}")(getattr(self.policy, name))
                       for name in self.WRAPPED}  # fmt: skip
         d.update(self._mine)
 
     def _wrap_insert(self, insert):
-        t_of, val, rec = self.t, self._val, self.rows.extend
+        """The ``try`` is inline (no call to ``val``): an insert is the commonest record."""
+        t_of, value, nan = self.t, self._value, math.nan
+        rec, pack = self.rows.extend, RECORD.pack
 
         def wrapped(item: int, now: int) -> None:
             insert(item, now)
-            v = val(item, t_of[now])
-            rec((now, item, P_INSERT, v, v))
+            try:
+                v = value(item, t_of[now])
+            except NO_VALUE:
+                v = nan
+            rec(pack(now, item, P_INSERT, v, v))
 
         return wrapped
 
     def _wrap_victims(self, victims):
-        t_of, val, rec = self.t, self._val, self.rows.extend
+        t_of, value, nan = self.t, self._value, math.nan
+        rec, pack = self.rows.extend, RECORD.pack
 
         def wrapped(excess: int, now: int) -> list[int]:
             chosen = victims(excess, now)
             t = t_of[now]
             for i in chosen:
-                v = val(i, t)
-                rec((now, i, P_EVICT, v, v))
+                try:
+                    v = value(i, t)
+                except NO_VALUE:
+                    v = nan
+                rec(pack(now, i, P_EVICT, v, v))
             return chosen
 
         return wrapped
 
     def _wrap_observe(self, observe):
         t_of, val, rate, needs, ptr = self.t, self._val, self.rate, self.needs, self.needs_ptr
-        rec = self.rows.extend
+        rec, pack = self.rows.extend, RECORD.pack
 
         def wrapped(request: int, now: int) -> None:
             t = t_of[now]
@@ -191,33 +218,120 @@ class ValueProbe:
             old = [val(i, t) for i in items]
             observe(request, now)
             for i, b in zip(items, old):
-                rec((now, i, P_USE, b, val(i, t)))
+                rec(pack(now, i, P_USE, b, val(i, t)))
 
         return wrapped
 
     def _wrap_annotate(self, annotate):
-        t_of, val, rate, rec = self.t, self._val, self.rate, self.rows.extend
+        t_of, val, rate = self.t, self._val, self.rate
+        rec, pack = self.rows.extend, RECORD.pack
 
         def wrapped(item: int, value, note, now: int) -> None:
             t = t_of[now]
             b = val(item, t)
             annotate(item, value, note, now)
             if sampled(item, now, rate):
-                rec((now, item, P_ANNOTATE, b, val(item, t)))
+                rec(pack(now, item, P_ANNOTATE, b, val(item, t)))
 
         return wrapped
 
     def columns(self) -> dict[str, np.ndarray]:
         """The records as columns (event, item, what, before, after), in replay order."""
-        n = len(self.rows) // 5
+        n = len(self.rows) // RECORD.size
         if getattr(self, "_cols", (None, -1))[1] == n:
             return self._cols[0]
-        table = np.frombuffer(self.rows, dtype=np.float64).reshape(n, 5)  # ints exact < 2**53
-        cols = {"event": table[:, 0].astype(np.int64), "item": table[:, 1].astype(np.int32),
-                "what": table[:, 2].astype(np.int8), "before": table[:, 3].copy(),
-                "after": table[:, 4].copy()}  # fmt: skip
+        table = np.frombuffer(bytes(self.rows), dtype=RECORD_DTYPE)  # a copy: rows may grow
+        cols = {"event": table["event"].astype(np.int64), "item": table["item"].astype(np.int32),
+                "what": table["what"].astype(np.int8), "before": table["before"].copy(),
+                "after": table["after"].copy()}  # fmt: skip
         self._cols = (cols, n)
         return cols
+
+
+class RuleValueProbe(ValueProbe):
+    """The probe for the rule scorer: the same records, with its value formula inlined.
+
+    :meth:`RuleScorer.value` costs a call and a dozen attribute lookups, one to three times per
+    event; here the formula reads the stream's state lists from closure cells instead (bound
+    again after every ``reset``: the lists are new per stream).  Same arithmetic in the same
+    order, so the same floats, bit for bit (tested against ``RuleScorer.value``).
+    """
+
+    def _state(self):
+        p = self.policy
+        return (p._override.get, p._type, p._base, p._uses, p._anchor, p.floor, p.lam,
+                p.use_cap, p.use_boost)  # fmt: skip
+
+    def _bind_value(self):
+        get, typ, base, uses, anchor, floor, lam, cap, boost = self._state()
+        exp = math.exp
+
+        def val(item: int, t: float) -> float:
+            ov = get(item)
+            if ov is not None:
+                return ov
+            ty = typ[item]
+            b = base[item] + min(cap, boost * uses[item])
+            return max(floor[ty], b * exp(-lam[ty] * (t - anchor[item])))
+
+        return val
+
+    def _wrap_insert(self, insert):
+        """An inserted item's clock starts at ``now``: ``exp(-lam * 0.0)`` is 1.0 exactly, so
+        its value is ``max(floor, B)`` without the exponential."""
+        t_of, rec, pack = self.t, self.rows.extend, RECORD.pack
+        get, typ, base, uses, anchor, floor, lam, cap, boost = self._state()
+
+        def wrapped(item: int, now: int) -> None:
+            insert(item, now)
+            v = get(item)
+            if v is None:
+                if anchor[item] != t_of[now]:  # never: insert restarts the clock (kept total)
+                    v = self._val(item, t_of[now])
+                else:
+                    v = max(floor[typ[item]], base[item] + min(cap, boost * uses[item]))
+            rec(pack(now, item, P_INSERT, v, v))
+
+        return wrapped
+
+    def _wrap_victims(self, victims):
+        t_of, val = self.t, self._val
+        rec, pack = self.rows.extend, RECORD.pack
+
+        def wrapped(excess: int, now: int) -> list[int]:
+            chosen = victims(excess, now)
+            t = t_of[now]
+            for i in chosen:
+                v = val(i, t)
+                rec(pack(now, i, P_EVICT, v, v))
+            return chosen
+
+        return wrapped
+
+    def _wrap_observe(self, observe):
+        """A use restarts the item's clock (``anchor = t``), so its value after the use is
+        ``max(floor, B)`` with the new use count, as after an insert."""
+        t_of, rate, needs, ptr = self.t, self.rate, self.needs, self.needs_ptr
+        rec, pack, val = self.rows.extend, RECORD.pack, self._val
+        get, typ, base, uses, anchor, floor, lam, cap, boost = self._state()
+
+        def wrapped(request: int, now: int) -> None:
+            t = t_of[now]
+            items = needs[ptr[request] : ptr[request + 1]]
+            if rate < 1.0:
+                items = [i for i in items if sampled(i, now, rate)]
+            old = [val(i, t) for i in items]
+            observe(request, now)
+            for i, v0 in zip(items, old):
+                v = get(i)
+                if v is None:
+                    if anchor[i] != t:  # never: observe restarts the clock (kept total)
+                        v = val(i, t)
+                    else:
+                        v = max(floor[typ[i]], base[i] + min(cap, boost * uses[i]))
+                rec(pack(now, i, P_USE, v0, v))
+
+        return wrapped
 
 
 def attach_probe(policy, cfg: EventLogConfig | None) -> ValueProbe | None:
@@ -227,7 +341,12 @@ def attach_probe(policy, cfg: EventLogConfig | None) -> ValueProbe | None:
     value = value_function(policy)
     if value is None:
         return None
-    probe = ValueProbe(policy, value, cfg.rescore_sample)
+    from memlens.policies.rule import RuleScorer
+
+    kind = (
+        RuleValueProbe if getattr(type(policy), "value", None) is RuleScorer.value else ValueProbe
+    )
+    probe = kind(policy, value, cfg.rescore_sample)
     policy._memlens_value_probe = probe  # found again by build_event_log
     return probe
 

@@ -95,8 +95,8 @@ def oracle(trace: Trace, items, events, budget: int, demand_fetch: bool = False,
     w = np.flatnonzero(trace.ev_kind == WRITE)
     u = np.flatnonzero(trace.ev_kind == UNPIN)
     anchors = Timeline(trace.n_events,
-                       np.concatenate([trace.ev_ref[w], trace.needs, trace.ev_ref[u]]),
-                       np.concatenate([w, trace.req_event[trace.need_request], u]))  # fmt: skip
+                       np.concatenate([trace.ev_ref[w], trace.group_items, trace.ev_ref[u]]),
+                       np.concatenate([w, trace.req_event[trace.group_request], u]))  # fmt: skip
     a = anchors.last(items, events)
     k = kept.last(items, events)
     same = (a >= 0) & (k >= 0)

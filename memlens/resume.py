@@ -50,7 +50,33 @@ def code_version() -> str:
             for path in sorted(other.rglob("*.py")):
                 digest.update(f"{sub}/{path.relative_to(other)}".encode() + b"\0")
                 digest.update(path.read_bytes())
+    for path in sorted((root / "models").glob("*")):  # the shipped learned model is code too
+        if path.is_file():
+            digest.update(f"models/{path.name}".encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
+
+
+def _files_named(value, skip=("trace", "traces")) -> list[str]:
+    """Every string in the settings (outside ``skip``) that names an existing file: a learned
+    model, a feedback store.  Retrained or edited in place, such a file changes the result."""
+    if isinstance(value, dict):
+        return [f for k, v in sorted(value.items()) if k not in skip for f in _files_named(v, skip)]
+    if isinstance(value, list | tuple):
+        return [f for v in value for f in _files_named(v, skip)]
+    if isinstance(value, str) and value and len(value) < 4096:
+        try:
+            return [value] if Path(value).is_file() else []
+        except OSError:
+            return []
+    return []
+
+
+def _file_digest(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return f"{Path(path).resolve()}:{digest.hexdigest()}"
 
 
 def _plain(value):
@@ -71,13 +97,15 @@ def _store_identity(uri: str) -> str:
 
 
 def job_key(settings, trace_sha256: str) -> str:
-    """The resume key of one job: resolved settings + trace hash + code version."""
+    """The resume key of one job: resolved settings + trace hash + code version + the bytes of
+    every other file the settings name (a model retrained at the same path is a new job)."""
     data = dataclasses.asdict(settings)
     mlflow = data.get("mlflow") or {}
     if "tracking_uri" in mlflow:
         mlflow["tracking_uri"] = _store_identity(mlflow["tracking_uri"])
     resolved = json.dumps(data, sort_keys=True, default=_plain)
-    text = f"{resolved}\n{trace_sha256}\n{code_version()}"
+    files = "\n".join(_file_digest(f) for f in _files_named(data))
+    text = f"{resolved}\n{trace_sha256}\n{code_version()}\n{files}"
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -228,6 +228,10 @@ class CompareConfig(CommonConfig):
     # ray_address: host:port, or auto = $RAY_ADDRESS / the local cluster; pip install memlens[ray])
     backend: str = "loky"
     ray_address: str = "auto"
+    # several derivations of the same logs in `traces`: print whether the ranking of policies
+    # holds across them (memlens.stability); off by default, since different datasets are
+    # expected to rank policies differently
+    stability: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -241,6 +245,9 @@ class CompareConfig(CommonConfig):
             raise ValueError("backend=ray needs Ray: pip install 'memlens[ray]'")
         if not self.budgets:
             raise ValueError("budgets must list at least one budget, got []")
+        if self.stability and len(self.traces or []) < 2:
+            raise ValueError("stability=true compares rankings across traces: list at least two "
+                             "derivations of the same logs in traces=[...]")  # fmt: skip
         for b in self.budgets:
             check_budget(b, "budgets")
         for key in ("budgets", "policies", "traces"):

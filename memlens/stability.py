@@ -83,6 +83,9 @@ def ranking_stability(rows: list[dict], metric: str = "hit_rate",
     return out
 
 
+SHOWN_FLIPS = 8  # flips printed per trace; the rest are counted
+
+
 def stability_lines(
     rows: list[dict], metric: str = "hit_rate", tolerance: float = 0.0
 ) -> list[str]:
@@ -92,7 +95,9 @@ def stability_lines(
         lines.append(f"  budget {b.budget}: ranking holds: {'yes' if b.holds else 'no'}")
         for a in b.agreements:
             tau = "n/a (a ranking is all ties)" if a.tau is None else f"{a.tau:+.3f}"
-            flipped = ", ".join(f"{p} > {q} becomes {q} > {p}" for p, q in a.flips)
+            flipped = ", ".join(f"{p} > {q} becomes {q} > {p}" for p, q in a.flips[:SHOWN_FLIPS])
+            if len(a.flips) > SHOWN_FLIPS:
+                flipped += f" and {len(a.flips) - SHOWN_FLIPS} more"
             lines.append(
                 f"    {a.trace}: Kendall tau {tau}" + (f"; flips: {flipped}" if flipped else "")
             )

@@ -81,7 +81,7 @@ class AnchorTable:
         self.need_rows = rows[need]
         self.write_row = np.zeros(trace.n_items, np.int64)
         self.write_row[pts.item[pts.kind == ANCHOR_WRITE]] = rows[pts.kind == ANCHOR_WRITE]
-        self.need_row = np.zeros(trace.n_references, np.int64)
+        self.need_row = np.zeros(len(trace.group_items), np.int64)  # per listed item
         self.need_row[pts.ref[need]] = rows[need]
         fb = rows[pts.kind == ANCHOR_FEEDBACK]
         self.feedback_rows = fb
@@ -241,8 +241,9 @@ class LearnedScorer(Policy):
         self._write_row, self._need_row = lists["write_row"], lists["need_row"]
         self._anchor_event, self._items_of_row = lists["event"], lists["item"]
         self._is_feedback = lists["is_feedback"]
-        self._needs_ptr = trace.needs_ptr.tolist()
-        self._needs = trace.needs.tolist()
+        # every item a request lists (alternatives included: each is an anchor)
+        self._needs_ptr = trace.request_items_ptr.tolist()
+        self._needs = trace.group_items.tolist()
         self._tok = trace.item_tokens.tolist()
         self._online: LearnedModel | ValueScorer | None = None
         self._keys: list = [None, None]  # [scored in place, needs scored as missed], per row

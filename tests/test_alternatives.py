@@ -373,3 +373,21 @@ def test_no_registered_policy_beats_oracle_upper_with_alternatives(
         oracle = make_policy("oracle")
         oracle.use_oracle_settings(NOCACHE)
         assert int(replay(t, oracle, budget, demand_fetch).need_hit.sum()) == bound.lower
+
+
+def test_the_learned_scorer_anchors_every_alternative():
+    """Each alternative a request lists is a need anchor of the learned scorer (so the item that
+    serves a need is rescored there), and its label and need-count features see it as needed."""
+    from memlens.decision_features import ANCHOR_NEED, anchor_points, context
+
+    events = [HEADER, w("a", 10), w("b", 10), w("c", 10),
+              {**rq("q1", "a"), "needs": ["a", ["b", "c"]]}, rq("q2", "c")]  # fmt: skip
+    tr = trace_from_events(events)
+    pts = anchor_points(tr)
+    need = pts.kind == ANCHOR_NEED
+    listed = sorted(tr.item_id[i] for i in pts.item[need])
+    assert listed == ["a", "b", "c", "c"]  # q1: a, b, c; q2: c
+    counts = context(tr).needs.count(np.arange(3), np.full(3, tr.n_events - 1))
+    assert counts.tolist() == [1, 1, 2]
+    v1 = trace_from_events(events[1:4] + [rq("q1", "a", "b"), rq("q2", "c")])
+    assert len(anchor_points(v1).item[anchor_points(v1).kind == ANCHOR_NEED]) == 3

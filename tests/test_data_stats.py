@@ -74,6 +74,8 @@ def test_stats_cli(tmp_path, capsys):
     assert data_main(["stats", f"trace={path}", "json=true"]) == 0
     s = json.loads(capsys.readouterr().out)
     assert s["requests"] == 3 and s["share_older_than_budget"]["512"] == 0.0
+    assert data_main(["stats", str(path), "json=true"]) == 0  # a bare path is trace=PATH
+    assert json.loads(capsys.readouterr().out) == s
 
 
 def test_stats_bad_trace_exit_2(tmp_path, capsys):

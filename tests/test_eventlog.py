@@ -210,7 +210,7 @@ def test_bad_event_settings_exit_2(tmp_path, bad):
     write_trace(path, sample_events())
     proc = subprocess.run([sys.executable, "-m", "memlens", "simulate", f"trace={path}", bad,
                            "mlflow.enabled=false", f"hydra.run.dir={tmp_path / 'out'}"],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+                          capture_output=True, text=True)  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr.startswith("error:") and "events." in proc.stderr
     assert not (tmp_path / "out").exists()
@@ -251,3 +251,63 @@ def test_compare_jobs_record_no_values():
     assert getattr(done.policy, "_memlens_value_probe", None) is None
     done, _ = run(settings, tr, record_values=True)
     assert getattr(done.policy, "_memlens_value_probe", None) is not None
+
+
+def _probe_rows(tr, probe_class, budget: int, **params) -> bytes:
+    """The records of ``probe_class`` attached to a rule scorer over one replay of ``tr``."""
+    from memlens.policies.rule import RuleScorer
+
+    pol = RuleScorer(**params)
+    probe = probe_class(pol, pol.value)
+    simulate(tr, pol, budget=budget)
+    return bytes(probe.rows)
+
+
+@hsettings(max_examples=25)
+@given(events=traces(max_events=50))
+@pytest.mark.parametrize("budget", [3, 20])
+def test_rule_probe_records_what_the_generic_probe_records(events, budget):
+    """The rule scorer's probe inlines ``RuleScorer.value``: its records (event, item, what,
+    value before, value after) equal, bit for bit, those of the generic probe, which asks
+    ``RuleScorer.value`` itself; with admission thresholds on and off, annotations and pins
+    included (``traces`` draws them)."""
+    from memlens.eventlog import RuleValueProbe, ValueProbe
+
+    tr = trace(*events)
+    for params in ({}, {"admit_threshold": 0.0, "admit_fetched": False}):
+        fast = _probe_rows(tr, RuleValueProbe, budget, **params)
+        slow = _probe_rows(tr, ValueProbe, budget, **params)
+        assert fast == slow
+
+
+def test_probe_records_unpack_to_columns():
+    """The packed records read back as the columns the log is built from."""
+    from memlens.policies.rule import RuleScorer
+
+    from memlens.eventlog import P_EVICT, P_INSERT, RECORD, ValueProbe
+
+    probe = ValueProbe(RuleScorer(), lambda i, t: 0.0)
+    rec, pack = probe.rows.extend, RECORD.pack
+    rec(pack(7, 3, P_INSERT, 0.25, 0.25))
+    rec(pack(2**40, 2**20, P_EVICT, math.nan, -1.5))
+    c = probe.columns()
+    assert c["event"].tolist() == [7, 2**40] and c["item"].tolist() == [3, 2**20]
+    assert c["what"].tolist() == [P_INSERT, P_EVICT] and c["before"][0] == 0.25
+    assert math.isnan(c["before"][1]) and c["after"].tolist()[1] == -1.5
+    rec(pack(8, 4, P_INSERT, 1.0, 1.0))  # the columns are copies: the record can grow after
+    assert probe.columns()["event"].tolist() == [7, 2**40, 8]
+
+
+def test_rule_probe_is_chosen_for_the_rule_scorer_only():
+    from memlens.policies.memorybank import MemoryBank
+    from memlens.policies.rule import RuleScorer
+
+    from memlens.eventlog import RuleValueProbe, ValueProbe, attach_probe
+    from memlens.settings import CommonConfig
+
+    assert type(attach_probe(RuleScorer(), CommonConfig().events)) is RuleValueProbe
+    assert type(attach_probe(MemoryBank(), CommonConfig().events)) is ValueProbe
+    # and on a fixed trace the two agree on a non-empty record
+    tr = trace(*sample_events()[1:])
+    fast = _probe_rows(tr, RuleValueProbe, 2)
+    assert len(fast) > 0 and fast == _probe_rows(tr, ValueProbe, 2)

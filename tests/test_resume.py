@@ -183,3 +183,20 @@ def test_a_relative_local_store_counts_by_its_folder(tmp_path, monkeypatch):
     assert resume.job_key(absolute, "t" * 64) == in_a
     monkeypatch.chdir(tmp_path / "b")
     assert resume.job_key(settings, "t" * 64) != in_a
+
+
+def test_the_key_changes_when_a_named_model_file_is_retrained_in_place(tmp_path):
+    """A learned model rewritten at the same path is a new job, not a finished one."""
+    import shutil
+
+    from memlens.config import run_settings
+    from memlens.learned_model import DEFAULT_MODEL
+
+    model = tmp_path / "m.txt"
+    shutil.copy(DEFAULT_MODEL, model)
+    shutil.copy(DEFAULT_MODEL.with_suffix(".json"), tmp_path / "m.json")
+    settings = run_settings(["policy=learned", f"policy.model={model}"])
+    key = resume.job_key(settings, "t" * 64)
+    assert resume.job_key(settings, "t" * 64) == key
+    model.write_bytes(model.read_bytes() + b"\n")  # "retrained": other bytes, same path
+    assert resume.job_key(settings, "t" * 64) != key

@@ -116,7 +116,7 @@ def test_compare_over_several_traces_reports_stability(tmp_path):
         run("data", "generate", "archetype=simple", f"seed={seed}", "streams=2",
             "events_per_stream=200", f"out={tmp_path / f't{seed}.jsonl'}")  # fmt: skip
     out = run("compare", f"traces=[{tmp_path / 't1.jsonl'},{tmp_path / 't2.jsonl'}]",
-              "policies=[lru,lfu]", "budgets=[256,1024]", "mlflow.enabled=false",
+              "stability=true", "policies=[lru,lfu]", "budgets=[256,1024]", "mlflow.enabled=false",
               "oracle.enabled=false", f"hydra.run.dir={tmp_path / 'run'}")  # fmt: skip
     assert "ranking stability across traces (hit_rate; each trace vs t1.jsonl)" in out
     assert "budget 256: ranking holds:" in out and "budget 1024: ranking holds:" in out
@@ -124,3 +124,18 @@ def test_compare_over_several_traces_reports_stability(tmp_path):
     single = run("compare", f"traces=[{tmp_path / 't1.jsonl'}]", "policies=[lru]", "budgets=[256]",
                  "mlflow.enabled=false", f"hydra.run.dir={tmp_path / 'run1'}")  # fmt: skip
     assert "ranking stability" not in single
+
+
+def test_stability_needs_two_traces_and_is_refused_before_work(tmp_path):
+    """``stability=true`` with one trace is a settings error: exit 2, one line, no run folder."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "memlens", "compare", "stability=true", "policies=[lru]",
+         "budgets=[256]", "mlflow.enabled=false", f"hydra.run.dir={tmp_path / 'run'}"],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: stability=true")
+    assert not (tmp_path / "run").exists()

@@ -182,9 +182,10 @@ def test_what_if_pin_gives_the_hand_computed_delta(server):
 @pytest.mark.parametrize("arg, word", [("port=70000", "port"), ("root=/no/such/folder", "root"),
                                        ("colour=blue", "colour"), ("host=", "host"),
                                        ("feedback_store=/no/such/dir/x.db", "feedback_store")])  # fmt: skip
-def test_bad_settings_exit_2(arg, word):
+def test_bad_settings_exit_2(arg, word, tmp_path):
+    (tmp_path / "outputs").mkdir()  # the default root exists: only `arg` is wrong
     proc = subprocess.run([sys.executable, "-m", "memlens", "ui", arg], capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+                          text=True, cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and word in lines[0]
