@@ -8,10 +8,9 @@ written as 1.1 with every group of size one.
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
+from helpers import brute_force
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memlens.policies.lru import LRU
@@ -22,7 +21,7 @@ from memlens.metrics import compute_metrics
 from memlens.oracle import OracleSettings, solve
 from memlens.simulator import MOVE_FETCH, simulate
 from memlens.testing import pin, random_events, rq, unpin, w
-from memlens.trace import PIN, REQUEST, UNPIN, WRITE, Trace
+from memlens.trace import Trace
 from memlens.trace_io import trace_from_events
 
 HEADER = {"event": "header", "version": "1.1"}
@@ -34,50 +33,7 @@ def replay(tr: Trace, policy, budget: int, demand_fetch: bool = False, engine="r
 
 
 # --------------------------------------------------------------------------- oracle
-def brute_force(t: Trace, budget: int, demand_fetch: bool) -> int:
-    """Best hits of any schedule, by dynamic programming over resident sets, written from the
-    class definition: after every event the resident unpinned set may be any subset of (what
-    was resident + what may enter at this event) that fits ``max(0, budget - pinned)``; a need
-    is a hit when any alternative is resident or pinned; with demand fetch, each need's first
-    alternative may enter after the request (a superset of what the simulator allows: it
-    fetches it only when no alternative is resident)."""
-    tok = t.item_tokens.tolist()
-    pinned: set[int] = set()
-    states = {frozenset(): 0}
-
-    def choose(states, extra, cap):
-        out: dict[frozenset, int] = {}
-        for s, h in states.items():
-            cand = sorted(s | extra)
-            for r in range(len(cand) + 1):
-                for sub in itertools.combinations(cand, r):
-                    if sum(tok[i] for i in sub) <= cap:
-                        key = frozenset(sub)
-                        out[key] = max(out.get(key, -1), h)
-        return out
-
-    for e in range(t.n_events):
-        k, x = int(t.ev_kind[e]), int(t.ev_ref[e])
-        cap = max(0, budget - sum(tok[i] for i in pinned))
-        if k == WRITE:
-            states = choose(states, {x} if tok[x] <= budget else set(), cap)
-        elif k == REQUEST:
-            lo, hi = int(t.needs_ptr[x]), int(t.needs_ptr[x + 1])
-            groups = [set(t.alternatives(j).tolist()) for j in range(lo, hi)]
-            states = {s: h + sum(bool(g & (s | pinned)) for g in groups)
-                      for s, h in states.items()}  # fmt: skip
-            first = {int(t.needs[j]) for j in range(lo, hi)}
-            fetch = {i for i in first if tok[i] <= budget and i not in pinned}
-            states = choose(states, fetch if demand_fetch else set(), cap)
-        elif k == PIN and x not in pinned:
-            pinned.add(x)
-            cap = max(0, budget - sum(tok[i] for i in pinned))
-            states = choose({s - {x}: h for s, h in states.items()}, set(), cap)
-        elif k == UNPIN and x in pinned:
-            pinned.discard(x)
-            cap = max(0, budget - sum(tok[i] for i in pinned))
-            states = choose(states, {x}, cap)
-    return max(states.values())
+# brute_force: tests/helpers.py (shared with test_oracle_bounds; a v1 need is a group of one)
 
 
 @st.composite

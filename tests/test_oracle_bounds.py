@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
-from helpers import pin, rq, trace, unpin, w
+from helpers import brute_force, pin, rq, trace, unpin, w
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,7 +12,6 @@ from memlens.classic import classic_trace, zipf_keys
 from memlens.oracle import OracleSettings, solve
 from memlens.oracle.bounds import lp_upper, relaxed_upper
 from memlens.oracle.model import build_model
-from memlens.trace import PIN, REQUEST, UNPIN, WRITE
 
 NOCACHE = OracleSettings(cache=False)
 
@@ -119,49 +116,6 @@ def test_without_demand_fetch_a_dropped_item_cannot_come_back():
 
 
 # --------------------------------------------------------------------------- brute force
-def brute_force(t, budget: int, demand_fetch: bool) -> int:
-    """Best hits of any schedule of the class, by dynamic programming over resident sets.
-
-    Written from the class definition, not from the oracle's model: after every event the
-    resident unpinned set may be any subset of (what was resident + what may enter at this
-    event) whose tokens fit ``max(0, budget - pinned tokens)``.
-    """
-    tok = t.item_tokens.tolist()
-    pinned: set[int] = set()
-    states = {frozenset(): 0}
-
-    def choose(states, extra, cap):
-        out: dict[frozenset, int] = {}
-        for s, h in states.items():
-            cand = sorted(s | extra)
-            for r in range(len(cand) + 1):
-                for sub in itertools.combinations(cand, r):
-                    if sum(tok[i] for i in sub) <= cap:
-                        key = frozenset(sub)
-                        out[key] = max(out.get(key, -1), h)
-        return out
-
-    for e in range(t.n_events):
-        k, x = int(t.ev_kind[e]), int(t.ev_ref[e])
-        cap = max(0, budget - sum(tok[i] for i in pinned))
-        if k == WRITE:
-            states = choose(states, {x} if tok[x] <= budget else set(), cap)
-        elif k == REQUEST:
-            needs = set(t.needs_of(x).tolist())
-            states = {s: h + len(needs & (s | pinned)) for s, h in states.items()}
-            fetch = {i for i in needs if tok[i] <= budget and i not in pinned}
-            states = choose(states, fetch if demand_fetch else set(), cap)
-        elif k == PIN and x not in pinned:
-            pinned.add(x)
-            cap = max(0, budget - sum(tok[i] for i in pinned))
-            states = choose({s - {x}: h for s, h in states.items()}, set(), cap)
-        elif k == UNPIN and x in pinned:
-            pinned.discard(x)
-            cap = max(0, budget - sum(tok[i] for i in pinned))
-            states = choose(states, {x}, cap)
-    return max(states.values())
-
-
 @st.composite
 def small_traces(draw):
     n_items = draw(st.integers(1, 5))
