@@ -24,7 +24,6 @@ import time
 import numba
 import numpy as np
 
-from memlens.policy import KERNEL_NAMES
 from memlens.simulator import MoveKind, SimResult
 from memlens.trace import EventKind, Trace
 
@@ -208,8 +207,8 @@ def _shrink(a: np.ndarray, m: int) -> np.ndarray:
 
 def simulate_fast(trace: Trace, kernel: str, name: str, budget: int, demand_fetch: bool):
     """Replay with the compiled kernel ``kernel`` ("fifo" or "lru"); same result as reference."""
-    if kernel not in KERNEL_NAMES:
-        raise ValueError(f"unknown fast kernel {kernel!r}")
+    if kernel not in ("fifo", "lru"):
+        raise ValueError(f"unknown queue kernel {kernel!r}")
     n_pins = int(np.count_nonzero(trace.ev_kind == EventKind.PIN))
     # moves: one per write, one per fetch or pin, and at most one eviction per entry into WM
     fetches = trace.n_references if demand_fetch else 0
@@ -253,3 +252,13 @@ def simulate_fast(trace: Trace, kernel: str, name: str, budget: int, demand_fetc
         move_kind=_shrink(mv_kind, m),
         wall_s=wall,
     )
+
+
+def replay_fifo(policy, trace: Trace, budget: int, demand_fetch: bool, seed: int) -> SimResult:
+    """The ``fifo`` kernel (``memlens.policy.KERNELS``): window and token_buffer."""
+    return simulate_fast(trace, "fifo", policy.name, budget, demand_fetch)
+
+
+def replay_lru(policy, trace: Trace, budget: int, demand_fetch: bool, seed: int) -> SimResult:
+    """The ``lru`` kernel (``memlens.policy.KERNELS``)."""
+    return simulate_fast(trace, "lru", policy.name, budget, demand_fetch)

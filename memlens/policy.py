@@ -50,8 +50,23 @@ from memlens.trace import Trace
 ADMIT_WRITE = 0  # ``admit`` reason: the item is being written
 ADMIT_FETCH = 1  # ``admit`` reason: a request missed it (demand fetch) or retrieval promotes it
 
-#: Compiled replay kernels (``memlens.fastpath``) a policy class may register.
-KERNEL_NAMES = ("fifo", "lru")
+#: Compiled replay kernels a policy class may register: name -> ``"module:function"``, imported
+#: when first used (importing a policy must not import numba).  The function is called as
+#: ``fn(policy, trace, budget, demand_fetch, seed)`` and returns the reference engine's
+#: ``SimResult`` exactly (``memlens.kernels``).
+KERNELS = {
+    "fifo": "memlens.fastpath:replay_fifo",
+    "lru": "memlens.fastpath:replay_lru",
+    "lfu": "memlens.kernels.lfu:replay",
+    "memgpt": "memlens.kernels.memgpt:replay",
+    "oracle": "memlens.kernels.oracle:replay",
+    "rule": "memlens.kernels.rule:replay",
+    "learned": "memlens.kernels.learned:replay",
+    "memorybank": "memlens.kernels.memorybank:replay",
+    "memoryos_heat": "memlens.kernels.memoryos_heat:replay",
+    "generative_agents": "memlens.kernels.generative_agents:replay",
+}
+KERNEL_NAMES = tuple(KERNELS)
 #: Exact policy class -> the compiled kernel that replays it identically.  Looked up with
 #: ``type(policy)``, never through inheritance: see :func:`compiled_kernel`.
 COMPILED_KERNELS: dict[type, str] = {}
@@ -78,8 +93,12 @@ def compiled_kernel(name: str) -> Callable[[P], P]:
 
 
 def kernel_of(policy: object) -> str | None:
-    """The compiled kernel registered for ``policy``'s exact class, or None."""
-    return COMPILED_KERNELS.get(type(policy))
+    """The compiled kernel registered for ``policy``'s exact class, or None (also when the
+    policy says its configuration is one the kernel does not reproduce: ``kernel_supported``)."""
+    name = COMPILED_KERNELS.get(type(policy))
+    if name is None or not getattr(policy, "kernel_supported", lambda: True)():
+        return None
+    return name
 
 
 class PolicyError(RuntimeError):
@@ -176,6 +195,12 @@ class Policy:
                 f"{cls.__name__}: the fast_kernel attribute is gone; decorate the class with "
                 "@memlens.policy.compiled_kernel(name) instead (it is not inherited)"
             )
+
+    def kernel_supported(self) -> bool:
+        """Whether this instance's configuration is one its registered compiled kernel
+        reproduces (a policy with a kernel overrides this for settings it leaves to the
+        reference engine, e.g. a stochastic variant)."""
+        return True
 
     def reset(self, ctx: PolicyContext) -> None:
         self.ctx = ctx

@@ -159,9 +159,9 @@ def simulate(
             "its exact class; use engine=reference"
         )
     if kernel is not None and engine in ("auto", "fast"):
-        from memlens.fastpath import simulate_fast
+        from memlens.kernels import run_kernel
 
-        return simulate_fast(trace, kernel, policy.name, budget, demand_fetch)
+        return run_kernel(kernel, policy, trace, budget, bool(demand_fetch), seed)
     return _simulate_reference(trace, policy, budget, demand_fetch, seed, progress, hook)
 
 
