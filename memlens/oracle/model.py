@@ -192,7 +192,12 @@ def build_model(trace: Trace, stream: int, budget: int, demand_fetch: bool) -> G
     """Walk one stream's events once and collect its keep-intervals and capacity profile."""
     events = trace.stream_events[stream]
     tokens = trace.item_tokens
-    w = _walk(trace, stream, budget, demand_fetch)
+    if trace.has_alternatives:
+        w = _walk(trace, stream, budget, demand_fetch)
+    else:  # the same walk compiled (memlens.oracle.walk)
+        from memlens.oracle.walk import walk_v1
+
+        w = _Walk(**walk_v1(trace, stream, budget, demand_fetch))
     g_item, g_start, g_end, g_prev, g_ref = w.g_item, w.g_start, w.g_end, w.g_prev, w.g_ref
     pin_ev, pin_tok, n_refs, forced = w.pin_ev, w.pin_tok, w.n_refs, w.forced
     item = np.asarray(g_item, dtype=np.int64)

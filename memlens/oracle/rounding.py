@@ -117,6 +117,9 @@ def round_schedule(model: GapModel, y: np.ndarray) -> np.ndarray:
     np.add.at(diff, model.k_start[selected], model.size[selected])
     np.add.at(diff, model.k_end[selected], -model.size[selected])
     slack0 = np.cumsum(diff)[:-1] - model.capacity
+    if slack0.max() > 0:  # the whole gaps do not fit together (segmented LP, whose cuts are
+        selected[:] = False  # relaxed): start from nothing, most-kept first as below
+        slack0 = -model.capacity.astype(np.int64)
     order = np.lexsort((model.start, model.size, -np.round(y, 9)))
     _greedy(slack0, model.k_start, model.k_end, model.size, model.prev, order, selected)
     return selected

@@ -28,10 +28,11 @@ from memlens.oracle import cache
 from memlens.oracle.bounds import OracleSolveError, lp_upper, milp_schedule, relaxed_upper
 from memlens.oracle.model import build_model, keep_pairs, schedule_load_ok
 from memlens.oracle.rounding import round_schedule
+from memlens.oracle.segments import segmented_lp_upper
 from memlens.setting_values import number
 from memlens.trace import Trace
 
-METHODS = ("auto", "lp", "relaxed")
+METHODS = ("auto", "lp", "segmented", "relaxed")
 
 
 @dataclass
@@ -39,8 +40,12 @@ class OracleSettings:
     """The ``oracle:`` settings block (typed; checked when a command's config is resolved)."""
 
     enabled: bool = True
-    method: str = "auto"  # auto | lp | relaxed
-    lp_max_references: int = 200_000  # auto: larger streams use the relaxed bound
+    method: str = "auto"  # auto (segmented LP) | lp (one LP per stream) | segmented | relaxed
+    lp_max_references: int = 5_000_000  # auto: larger streams use the relaxed bound
+    # a stream of more than 4x this many references has its LP cut into segments of about this
+    # many, at the check points the fewest gaps cross (memlens.oracle.segments; "segmented":
+    # always cut); 0 = one LP per stream
+    segment_references: int = 5_000
     milp_max_gaps: int = 150  # streams with at most this many gaps also try the integer optimum
     milp_node_limit: int = 500  # branch-and-bound nodes (deterministic, unlike a time limit)
     cache: bool = True  # cache results on disk
@@ -49,7 +54,7 @@ class OracleSettings:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"oracle.method must be one of {METHODS}, got {self.method!r}")
-        for key in ("lp_max_references", "milp_max_gaps"):
+        for key in ("lp_max_references", "milp_max_gaps", "segment_references"):
             number(f"oracle.{key}", getattr(self, key), low=0, integer=True)
         # HiGHS takes its node limit as a 32-bit integer option
         number("oracle.milp_node_limit", self.milp_node_limit, low=0, high=2**31 - 1, integer=True)
@@ -71,6 +76,7 @@ class StreamBound:
     lower_method: str  # milp | lp-round | belady
     gaps: int
     solve_s: float
+    segments: int = 1  # LPs the upper bound was solved as (memlens.oracle.segments)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -147,6 +153,46 @@ def _replay(trace: Trace, plans: list[np.ndarray], budget: int, demand_fetch: bo
     return _stream_hits(trace, res.need_hit)
 
 
+def _upper(model, settings: OracleSettings) -> tuple[int, np.ndarray, str, int]:
+    """The stream's LP-based upper bound, its fractional gap values, method and segments."""
+    whole = model.n_references <= 4 * settings.segment_references and settings.method == "auto"
+    if settings.method == "lp" or settings.segment_references == 0 or whole:
+        upper, y = lp_upper(model)
+        return upper, y, "lp", 1
+    upper, y, n = segmented_lp_upper(model, settings.segment_references, lp_upper)
+    return upper, y, ("lp" if n == 1 else "lp-segments"), n
+
+
+def _stream_bound(model, settings: OracleSettings) -> tuple[StreamBound, np.ndarray]:
+    """Both bounds of one stream's model (the lower one as planned; replayed afterwards)."""
+    use_lp = settings.method in ("lp", "segmented") or (
+        settings.method == "auto" and model.n_references <= settings.lp_max_references
+    )
+    selected = np.zeros(model.n_gaps, dtype=bool)
+    lower_method, upper_method, segments = "belady", "relaxed", 1
+    if use_lp:
+        upper, y, upper_method, segments = _upper(model, settings)
+        selected = round_schedule(model, y)
+        lower_method = "lp-round"
+        if 0 < model.n_gaps <= settings.milp_max_gaps and model.planned_hits(selected) < upper:
+            exact, dual_bound = milp_schedule(model, settings.milp_node_limit)
+            if exact is not None and schedule_load_ok(model, exact):
+                if model.planned_hits(exact) > model.planned_hits(selected):
+                    selected, lower_method = exact, "milp"
+            if dual_bound is not None and dual_bound < upper:
+                upper, upper_method = dual_bound, "milp"
+        if not schedule_load_ok(model, selected):
+            raise OracleSolveError(
+                f"stream {model.stream}: rounded schedule infeasible (oracle bug)"
+            )
+    else:
+        upper = relaxed_upper(model)
+    return StreamBound(upper=int(upper), lower=model.planned_hits(selected),
+                        references=model.n_references, upper_method=upper_method,
+                        lower_method=lower_method, gaps=model.n_gaps, solve_s=0.0,
+                        segments=segments), selected  # fmt: skip
+
+
 def _compute(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSettings):
     t_all = time.perf_counter()
     bounds: list[StreamBound] = []
@@ -154,38 +200,9 @@ def _compute(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSett
     for s in range(trace.n_streams):
         t0 = time.perf_counter()
         model = build_model(trace, s, budget, demand_fetch)
-        use_lp = settings.method == "lp" or (
-            settings.method == "auto" and model.n_references <= settings.lp_max_references
-        )
-        selected = np.zeros(model.n_gaps, dtype=bool)
-        lower_method = "belady"
-        upper_method = "lp" if use_lp else "relaxed"
-        if use_lp:
-            upper, y = lp_upper(model)
-            selected = round_schedule(model, y)
-            lower_method = "lp-round"
-            if 0 < model.n_gaps <= settings.milp_max_gaps and model.planned_hits(selected) < upper:
-                exact, dual_bound = milp_schedule(model, settings.milp_node_limit)
-                if exact is not None and schedule_load_ok(model, exact):
-                    if model.planned_hits(exact) > model.planned_hits(selected):
-                        selected, lower_method = exact, "milp"
-                if dual_bound is not None and dual_bound < upper:
-                    upper, upper_method = dual_bound, "milp"
-            if not schedule_load_ok(model, selected):
-                raise OracleSolveError(f"stream {s}: rounded schedule infeasible (oracle bug)")
-        else:
-            upper = relaxed_upper(model)
-        bounds.append(
-            StreamBound(
-                upper=int(upper),
-                lower=model.planned_hits(selected),  # replaced by the replay below
-                references=model.n_references,
-                upper_method=upper_method,
-                lower_method=lower_method,
-                gaps=model.n_gaps,
-                solve_s=time.perf_counter() - t0,
-            )
-        )
+        bound, selected = _stream_bound(model, settings)
+        bound.solve_s = time.perf_counter() - t0
+        bounds.append(bound)
         plans.append(keep_pairs(model, selected))
     hits = _replay(trace, plans, budget, demand_fetch)
     if any(hits[s] < b.upper for s, b in enumerate(bounds)):

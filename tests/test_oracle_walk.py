@@ -1,0 +1,54 @@
+"""The compiled keep-interval walk equals the readable one, and segmented LPs still bound."""
+
+from __future__ import annotations
+
+import numpy as np
+from helpers import brute_force
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memlens.oracle.bounds import lp_upper
+from memlens.oracle.model import _walk, build_model
+from memlens.oracle.segments import crossing, cut_points, segmented_lp_upper
+from memlens.oracle.walk import walk_v1
+from memlens.testing import random_events
+from memlens.trace_io import trace_from_events
+
+
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_events=st.integers(1, 150),
+       n_streams=st.integers(1, 3), budget=st.integers(1, 120), demand_fetch=st.booleans())  # fmt: skip
+def test_compiled_walk_equals_the_python_walk(seed, n_events, n_streams, budget, demand_fetch):
+    tr = trace_from_events(random_events(np.random.default_rng(seed), n_events, n_streams))
+    for s in range(tr.n_streams):
+        slow = _walk(tr, s, budget, demand_fetch)
+        fast = walk_v1(tr, s, budget, demand_fetch)
+        for name in ("g_item", "g_start", "g_end", "g_prev", "g_ref", "pin_ev", "pin_tok"):
+            assert np.array_equal(np.asarray(getattr(slow, name), np.int64), fast[name]), name
+        assert (slow.n_refs, slow.forced) == (fast["n_refs"], fast["forced"])
+
+
+def test_crossing_counts_the_gaps_a_cut_clips_by_hand():
+    tr = trace_from_events(random_events(np.random.default_rng(3), 200, 1))
+    m = build_model(tr, 0, 60, False)
+    for p in range(m.points.shape[0]):
+        by_hand = sum(1 for a, b in zip(m.k_start, m.k_end) if a < p < b)
+        assert crossing(m)[p] == by_hand
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), budget=st.integers(5, 80), demand_fetch=st.booleans(),
+       per_segment=st.integers(1, 12))  # fmt: skip
+def test_segmented_bound_is_at_least_every_schedule_and_at_most_refs(seed, budget, demand_fetch,
+                                                                    per_segment):  # fmt: skip
+    """Cutting can only loosen the LP bound: it stays above the best schedule (brute force on
+    small traces) and above the whole-stream LP's integer optimum never."""
+    tr = trace_from_events(random_events(np.random.default_rng(seed), 14, 1))
+    m = build_model(tr, 0, budget, demand_fetch)
+    upper, y, n = segmented_lp_upper(m, per_segment, lp_upper)
+    best = brute_force(tr, budget, demand_fetch)
+    assert best <= upper <= m.n_references
+    assert n == cut_points(m, per_segment).shape[0]
+    assert np.all((0 <= y) & (y <= 1))
+    nested = m.prev >= 0
+    assert np.all(y[nested] <= y[m.prev[nested]] + 1e-12)  # chains never rise
