@@ -147,9 +147,7 @@ def _replay(trace: Trace, plans: list[np.ndarray], budget: int, demand_fetch: bo
     from memlens.policies.oracle import Oracle
     from memlens.simulator import simulate
 
-    res = simulate(
-        trace, Oracle(plans=plans), budget, demand_fetch, engine="reference", progress=False
-    )
+    res = simulate(trace, Oracle(plans=plans), budget, demand_fetch, progress=False)
     return _stream_hits(trace, res.need_hit)
 
 
