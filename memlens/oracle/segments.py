@@ -87,16 +87,22 @@ def segment(model: GapModel, lo: int, hi: int) -> tuple[GapModel, np.ndarray]:
     return sub, gaps
 
 
-def segmented_lp_upper(model: GapModel, segment_references: int, lp_upper):
+def segmented_lp_upper(model: GapModel, segment_references: int, lp_upper, n_jobs: int = 1):
     """Upper bound and fractional gap values of ``model`` from its segments' LPs
-    (``lp_upper(sub) -> (bound, y)``), and the number of segments."""
+    (``lp_upper(sub) -> (bound, y)``, solved on ``n_jobs`` processes), and the number of
+    segments.  The result does not depend on ``n_jobs``."""
     cuts = cut_points(model, segment_references)
-    bounds = np.append(cuts, model.points.shape[0])
+    ends = np.append(cuts, model.points.shape[0]).tolist()
+    parts = [segment(model, lo, hi) for lo, hi in zip(ends[:-1], ends[1:])]
+    if n_jobs != 1 and len(parts) > 1:
+        from joblib import Parallel, delayed
+
+        solved = Parallel(n_jobs=n_jobs, backend="loky")(delayed(lp_upper)(sub) for sub, _ in parts)
+    else:
+        solved = [lp_upper(sub) for sub, _ in parts]
     y = np.zeros(model.n_gaps)
     total = model.forced_hits
-    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-        sub, gaps = segment(model, lo, hi)
-        bound, y_sub = lp_upper(sub)
+    for (_, gaps), (bound, y_sub) in zip(parts, solved):
         total += bound
         y[gaps] = y_sub
     return total, chain_monotone(y, model.prev), len(cuts)

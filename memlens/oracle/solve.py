@@ -46,6 +46,7 @@ class OracleSettings:
     # many, at the check points the fewest gaps cross (memlens.oracle.segments; "segmented":
     # always cut); 0 = one LP per stream
     segment_references: int = 5_000
+    n_jobs: int = 1  # processes for a stream's segments (-1: every core); not in the cache key
     milp_max_gaps: int = 150  # streams with at most this many gaps also try the integer optimum
     milp_node_limit: int = 500  # branch-and-bound nodes (deterministic, unlike a time limit)
     cache: bool = True  # cache results on disk
@@ -56,13 +57,17 @@ class OracleSettings:
             raise ValueError(f"oracle.method must be one of {METHODS}, got {self.method!r}")
         for key in ("lp_max_references", "milp_max_gaps", "segment_references"):
             number(f"oracle.{key}", getattr(self, key), low=0, integer=True)
+        if self.n_jobs != -1 and not (type(self.n_jobs) is int and 1 <= self.n_jobs <= 256):
+            raise ValueError(
+                f"oracle.n_jobs must be -1 (every core) or 1..256, got {self.n_jobs!r}"
+            )
         # HiGHS takes its node limit as a 32-bit integer option
         number("oracle.milp_node_limit", self.milp_node_limit, low=0, high=2**31 - 1, integer=True)
 
     def solver_key(self) -> dict:
         """The settings that change the numbers (not where they are cached)."""
         d = asdict(self)
-        for name in ("enabled", "cache", "cache_dir"):
+        for name in ("enabled", "cache", "cache_dir", "n_jobs"):
             d.pop(name)
         return d
 
@@ -157,7 +162,7 @@ def _upper(model, settings: OracleSettings) -> tuple[int, np.ndarray, str, int]:
     if settings.method == "lp" or settings.segment_references == 0 or whole:
         upper, y = lp_upper(model)
         return upper, y, "lp", 1
-    upper, y, n = segmented_lp_upper(model, settings.segment_references, lp_upper)
+    upper, y, n = segmented_lp_upper(model, settings.segment_references, lp_upper, settings.n_jobs)
     return upper, y, ("lp" if n == 1 else "lp-segments"), n
 
 

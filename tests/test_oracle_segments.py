@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from helpers import brute_force
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memlens.oracle import OracleSettings, solve
 from memlens.oracle.bounds import lp_upper
 from memlens.oracle.model import _walk, build_model
 from memlens.oracle.segments import crossing, cut_points, segmented_lp_upper
@@ -52,3 +54,33 @@ def test_segmented_bound_is_at_least_every_schedule_and_at_most_refs(seed, budge
     assert np.all((0 <= y) & (y <= 1))
     nested = m.prev >= 0
     assert np.all(y[nested] <= y[m.prev[nested]] + 1e-12)  # chains never rise
+
+
+def test_segments_on_two_processes_give_the_same_bounds_and_plans():
+    tr = trace_from_events(random_events(np.random.default_rng(11), 600, 2))
+    one = solve(tr, 40, False, OracleSettings(cache=False, method="segmented",
+                                              segment_references=20))  # fmt: skip
+    two = solve(tr, 40, False, OracleSettings(cache=False, method="segmented",
+                                              segment_references=20, n_jobs=2))  # fmt: skip
+    assert [s.segments for s in one.streams] == [s.segments for s in two.streams]
+    assert max(s.segments for s in one.streams) > 1
+    assert (one.upper, one.lower) == (two.upper, two.lower)
+    assert all(np.array_equal(a, b) for a, b in zip(one.plans, two.plans))
+
+
+def test_auto_keeps_one_lp_for_streams_up_to_four_segments():
+    """The whole-stream LP is exact where it is cheap: auto cuts only long streams."""
+    tr = trace_from_events(random_events(np.random.default_rng(4), 400, 1))
+    whole = solve(tr, 30, False, OracleSettings(cache=False, method="lp"))
+    auto = solve(tr, 30, False, OracleSettings(cache=False, segment_references=tr.n_references))
+    cut = solve(tr, 30, False, OracleSettings(cache=False, segment_references=10))
+    assert auto.upper == whole.upper and auto.streams[0].segments == 1
+    # each segment's LP is rounded down on its own, so the cut bound may even be lower than
+    # the whole one; it still bounds every replayed schedule
+    assert cut.streams[0].segments > 1 and cut.upper >= max(whole.lower, cut.lower)
+    assert cut.upper_method == "lp-segments" and whole.upper_method == "lp"
+
+
+def test_oracle_n_jobs_is_checked():
+    with pytest.raises(ValueError, match="oracle.n_jobs"):
+        OracleSettings(n_jobs=0)
