@@ -47,11 +47,11 @@ def test_segmented_bound_is_at_least_every_schedule_and_at_most_refs(seed, budge
     small traces) and above the whole-stream LP's integer optimum never."""
     tr = trace_from_events(random_events(np.random.default_rng(seed), 14, 1))
     m = build_model(tr, 0, budget, demand_fetch)
-    upper, y, n = segmented_lp_upper(m, per_segment, lp_upper)
+    upper, (y, scaled), n = segmented_lp_upper(m, per_segment, lp_upper)
     best = brute_force(tr, budget, demand_fetch)
     assert best <= upper <= m.n_references
     assert n == cut_points(m, per_segment).shape[0]
-    assert np.all((0 <= y) & (y <= 1))
+    assert np.all((0 <= y) & (y <= 1)) and np.all((0 <= scaled) & (scaled <= y))
     nested = m.prev >= 0
     assert np.all(y[nested] <= y[m.prev[nested]] + 1e-12)  # chains never rise
 

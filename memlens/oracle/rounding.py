@@ -107,12 +107,21 @@ def _greedy(slack0, k_start, k_end, size, prev, order, selected):
             selected[g] = True
 
 
+@nb.njit(cache=True)
+def _drop_broken_chains(selected, prev):
+    """Deselect every gap whose chain predecessor is not selected (predecessors come first)."""
+    for g in range(selected.shape[0]):
+        if selected[g] and prev[g] >= 0 and not selected[prev[g]]:
+            selected[g] = False
+
+
 def round_schedule(model: GapModel, y: np.ndarray) -> np.ndarray:
     """A feasible 0/1 selection containing every gap the LP keeps whole, greedily extended."""
     G = model.n_gaps
     selected = np.asarray(y >= _ONE, dtype=np.bool_).copy()
     if G == 0 or model.points.shape[0] == 0:
         return selected
+    _drop_broken_chains(selected, model.prev)  # priorities not from one LP may break nesting
     diff = np.zeros(model.points.shape[0] + 1, dtype=np.int64)
     np.add.at(diff, model.k_start[selected], model.size[selected])
     np.add.at(diff, model.k_end[selected], -model.size[selected])

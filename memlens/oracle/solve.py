@@ -156,14 +156,17 @@ def _replay(trace: Trace, plans: list[np.ndarray], budget: int, demand_fetch: bo
     return _stream_hits(trace, res.need_hit)
 
 
-def _upper(model, settings: OracleSettings) -> tuple[int, np.ndarray, str, int]:
-    """The stream's LP-based upper bound, its fractional gap values, method and segments."""
+def _upper(model, settings: OracleSettings) -> tuple[int, list[np.ndarray], str, int]:
+    """The stream's LP-based upper bound, the rounding's candidate priorities (the LP's
+    fractional gap values, and for a cut stream a second set: ``memlens.oracle.segments``),
+    its method and its number of segments."""
     whole = model.n_references <= 4 * settings.segment_references and settings.method == "auto"
     if settings.method == "lp" or settings.segment_references == 0 or whole:
         upper, y = lp_upper(model)
-        return upper, y, "lp", 1
-    upper, y, n = segmented_lp_upper(model, settings.segment_references, lp_upper, settings.n_jobs)
-    return upper, y, ("lp" if n == 1 else "lp-segments"), n
+        return upper, [y], "lp", 1
+    upper, priorities, n = segmented_lp_upper(model, settings.segment_references, lp_upper,
+                                              settings.n_jobs)  # fmt: skip
+    return upper, priorities, ("lp" if n == 1 else "lp-segments"), n
 
 
 def _stream_bound(model, settings: OracleSettings) -> tuple[StreamBound, np.ndarray]:
@@ -174,8 +177,9 @@ def _stream_bound(model, settings: OracleSettings) -> tuple[StreamBound, np.ndar
     selected = np.zeros(model.n_gaps, dtype=bool)
     lower_method, upper_method, segments = "belady", "relaxed", 1
     if use_lp:
-        upper, y, upper_method, segments = _upper(model, settings)
-        selected = round_schedule(model, y)
+        upper, priorities, upper_method, segments = _upper(model, settings)
+        rounded = [round_schedule(model, p) for p in priorities]
+        selected = max(rounded, key=model.planned_hits)  # the first of equals
         lower_method = "lp-round"
         if 0 < model.n_gaps <= settings.milp_max_gaps and model.planned_hits(selected) < upper:
             exact, dual_bound = milp_schedule(model, settings.milp_node_limit)
