@@ -30,6 +30,7 @@ from bench_oracle import stream_with_refs  # noqa: E402
 
 from memlens.atomic import write_text  # noqa: E402
 from memlens.oracle import OracleSettings, solve  # noqa: E402
+from memlens.oracle.solve import clear_memo  # noqa: E402
 from memlens.trace_io import load_trace  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
@@ -39,6 +40,7 @@ HEAD = ("| trace | references | budget | method | processes | solve s | oracle_u
 
 def row(label: str, trace, budget: int, method: str, n_jobs: int) -> str:
     settings = OracleSettings(cache=False, method=method, n_jobs=n_jobs)
+    clear_memo()  # n_jobs does not change the numbers, so the memo would answer
     t0 = time.perf_counter()
     r = solve(trace, budget, False, settings)
     wall = time.perf_counter() - t0
