@@ -117,7 +117,7 @@ ISSUE = [
     sim("demand_fetch=no", "demand_fetch=no", "demand_fetch"),
     sim("demand_fetch=off", "demand_fetch=off", "demand_fetch"),
     sim("budget=1e20", "budget=1e20", "budget"),
-    sim("engine=fast policy=rule", "engine=fast policy=rule", "engine=fast"),
+    sim("engine=fast retraining", "engine=fast policy=learned policy.retrain_every=5", "fast"),
     sim("compression.default=zip", "compression.default=zip", "compression.default"),
     sim("embeddings.kind=foo", "embeddings.kind=foo", "embeddings.kind"),
     sim("mlflow.tracking_uri=bogus", "mlflow.tracking_uri=bogus://x", "mlflow.tracking_uri"),
@@ -284,7 +284,7 @@ NAMES = [
     cmp("policies=[lru,lru]", "policies=[lru,lru]", "policies"),
     cmp("policy=lru", "policy=lru", "policies"),
     cmp("reference not compared", "policies=[lru,rule] reference=window", "reference"),
-    cmp("engine=fast", "policies=[lru,rule] engine=fast", "engine=fast"),
+    cmp("engine=fast", "policies=[learned] policy.retrain_every=5 engine=fast", "engine=fast"),
     cmp("unknown key", "policies=[lru] nonesuch=1", "nonesuch"),
     cmp(
         "policy param for other",

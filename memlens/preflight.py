@@ -43,8 +43,11 @@ def check_engine(settings: CommonConfig, policies: dict[str, object]) -> None:
                             "inside the replay): use engine=auto or engine=reference")  # fmt: skip
     slow = [name for name, policy in policies.items() if kernel_of(policy) is None]
     if slow:
+        name = slow[0]
+        what = (": its compiled kernel does not cover these settings"
+                if type(policies[name]) in COMPILED_KERNELS else " has no compiled kernel")  # fmt: skip
         raise SettingsError(
-            f"engine=fast: policy {slow[0]} has no compiled kernel (policies with one: "
+            f"engine=fast: policy {name}{what} (policies with one: "
             f"{', '.join(policies_with_kernels())}); use engine=auto or engine=reference"
         )
 

@@ -484,10 +484,28 @@ def load_trace(path: str | os.PathLike, max_line_bytes: int | None = None) -> Tr
     that is a cache key, not the trace's identity.)
 
     ``max_line_bytes``: the longest line accepted (default ``trace_lines.MAX_LINE_BYTES``).
+
+    The bulk parser (``memlens.fast_parse``) loads the trace when it can vouch for every line;
+    otherwise (any error, or a form it leaves alone) :func:`load_trace_exact` decides, so every
+    error is the exact parser's.
     """
-    source = str(path)
+    from memlens.fast_parse import load_fast  # it imports this module
+
     check_trace_file(path)
     fix_mmap_threshold()  # growing columns must not leave holes in the heap (memlens.heap)
+    trace = load_fast(path, max_line_bytes)
+    if trace is None:
+        return load_trace_exact(path, max_line_bytes)
+    release_free_memory()
+    return trace
+
+
+def load_trace_exact(path: str | os.PathLike, max_line_bytes: int | None = None) -> Trace:
+    """:func:`load_trace` by the exact line-by-line parser only: an event at a time, every
+    error named by file, line and field (the reference the bulk parser is tested against)."""
+    source = str(path)
+    check_trace_file(path)
+    fix_mmap_threshold()
     builder = _Builder(source, SPILL_BYTES)
     digest = hashlib.sha256()
     update = digest.update
@@ -568,6 +586,7 @@ __all__ = [
     "TraceError",
     "check_trace_file",
     "load_trace",
+    "load_trace_exact",
     "trace_from_events",
     "write_trace",
     "PIN",

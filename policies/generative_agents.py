@@ -34,7 +34,7 @@ import numpy as np
 from memlens.policies.scan import ScanPolicy
 
 from memlens.features import DEFAULT_TYPE_BASE, content_boost, static_value, type_array
-from memlens.policy import PolicyContext
+from memlens.policy import PolicyContext, compiled_kernel
 
 _VECTORS_KEY = "_memlens_tfidf_rows"
 #: ``content_boost``'s defaults: the boosts that count when the config does not set them
@@ -72,6 +72,7 @@ def tfidf_rows(trace) -> tuple[list[dict[int, float]], list[dict[int, float]]]:
     return cached
 
 
+@compiled_kernel("generative_agents")
 class GenerativeAgents(ScanPolicy):
     name = "generative_agents"
 

@@ -59,7 +59,7 @@ from memlens.decision_features import (
     set_budget,
 )
 from memlens.learned_model import LearnedModel, ValueScorer, load_model
-from memlens.policy import ADMIT_FETCH, Policy, PolicyContext
+from memlens.policy import ADMIT_FETCH, Policy, PolicyContext, compiled_kernel
 from memlens.trace import ANNOTATE, PIN, UNPIN, Trace
 
 ABSENT, ACTIVE, PINNED = 0, 1, 2
@@ -180,6 +180,7 @@ def log_sigmoid(raw: np.ndarray) -> np.ndarray:
     return -np.logaddexp(0.0, -raw)
 
 
+@compiled_kernel("learned")  # memlens/kernels/learned.py replays it exactly
 class LearnedScorer(Policy):
     name = "learned"
 
@@ -224,6 +225,12 @@ class LearnedScorer(Policy):
             policy.size_exponent = policy._setting(kwargs.get("size_exponent"), "size_exponent",
                                                    policy.size_exponent)  # fmt: skip
         return policy
+
+    def kernel_supported(self) -> bool:
+        """The compiled kernel replays everything but online retraining (a model trained
+        inside the replay) and models other than a :class:`LearnedModel` (batch keys)."""
+        plain = self.model is None or isinstance(self.model, LearnedModel)
+        return self.retrain_every == 0 and plain
 
     def _setting(self, given: float | None, key: str, default: float) -> float:
         if given is not None:

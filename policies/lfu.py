@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from heapq import heapify, heappop, heappush
 
-from memlens.policy import Policy, PolicyContext
+from memlens.policy import Policy, PolicyContext, compiled_kernel
 
 
+@compiled_kernel("lfu")
 class LFU(Policy):
     name = "lfu"
 

@@ -32,9 +32,10 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 
-from memlens.policy import Policy, PolicyContext
+from memlens.policy import Policy, PolicyContext, compiled_kernel
 
 
+@compiled_kernel("memgpt")
 class MemGPT(Policy):
     name = "memgpt"
     _summary = 0  # (before the first reset: no summary)

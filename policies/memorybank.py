@@ -26,9 +26,10 @@ import math
 
 from memlens.policies.scan import ScanPolicy
 
-from memlens.policy import PolicyContext
+from memlens.policy import PolicyContext, compiled_kernel
 
 
+@compiled_kernel("memorybank")
 class MemoryBank(ScanPolicy):
     name = "memorybank"
 
@@ -46,6 +47,10 @@ class MemoryBank(ScanPolicy):
         self.time_unit_s = float(time_unit_hours) * 3600.0
         self.stochastic = bool(stochastic)
         self.stochastic_order = self.stochastic
+
+    def kernel_supported(self) -> bool:
+        """The compiled kernel replays the deterministic rule only (no generator draws)."""
+        return not self.stochastic
 
     def reset(self, ctx: PolicyContext) -> None:
         super().reset(ctx)

@@ -25,9 +25,10 @@ import math
 
 from memlens.policies.scan import ScanPolicy
 
-from memlens.policy import PolicyContext
+from memlens.policy import PolicyContext, compiled_kernel
 
 
+@compiled_kernel("memoryos_heat")
 class MemoryOSHeat(ScanPolicy):
     name = "memoryos_heat"
 

@@ -18,10 +18,11 @@ import heapq
 
 import numpy as np
 
-from memlens.policy import Policy, PolicyContext, PolicyError
+from memlens.policy import Policy, PolicyContext, PolicyError, compiled_kernel
 from memlens.trace import PIN, UNPIN, WRITE, Trace
 
 
+@compiled_kernel("oracle")
 class Oracle(Policy):
     name = "oracle"
 

@@ -46,7 +46,7 @@ from heapq import heapify, heappop, heappush
 import numpy as np
 
 from memlens.features import DEFAULT_TYPE_BASE, static_value, type_array
-from memlens.policy import ADMIT_FETCH, Policy, PolicyContext
+from memlens.policy import ADMIT_FETCH, Policy, PolicyContext, compiled_kernel
 from memlens.trace import ITEM_TYPES
 
 ABSENT, ACTIVE, PINNED = 0, 1, 2  # an item's state: whether it has a live heap entry
@@ -55,6 +55,7 @@ COMPACT_MIN = 4096  # a heap is compacted when longer than twice its live entrie
 TIE_RTOL = 1e-9  # admission: a victim is "worth more" only beyond this relative float noise
 
 
+@compiled_kernel("rule")  # memlens/kernels/rule.py replays it exactly
 class RuleScorer(Policy):
     name = "rule"
 

@@ -287,7 +287,7 @@ def test_a_person_s_drop_reaches_the_policy(small_model):
     tr = trace(w("a", 10, "user_input", text="order 42"), w("b", 10), pin("a"), unpin("a"),
                unpin("b"), w("c", 10), rq("r", "a"))  # fmt: skip
     policy = LearnedScorer.from_model(small_model)
-    simulate(tr, policy, 20, progress=False)
+    simulate(tr, policy, 20, progress=False, engine="reference")  # reads the class's state
     b, a = tr.item_index["b"], tr.item_index["a"]
     assert policy._last[b] == 4  # the drop at event 4
     assert policy._last[a] == 6  # a: its need at event 6 (after its pin and unpin)

@@ -1,0 +1,155 @@
+"""First load of a large trace (no cache): the exact parser against the bulk one.
+
+Generates a 1,000,000-event agent trace once (``memlens data generate archetype=agent
+streams=4 events_per_stream=250000``) as ``.jsonl.gz`` and, decompressed, as ``.jsonl``, then
+loads each in a fresh process per measurement and reports wall time, CPU time (user + sys:
+on a shared machine the wall time also counts the time other processes held the cores),
+events per second and the process's peak RSS (``ru_maxrss``, the interpreter and imports
+included):
+
+* ``exact``: ``trace_io.load_trace_exact`` (the line-by-line ``_Builder``, the old path);
+* ``bulk``: ``trace_io.load_trace`` as every command calls it (``memlens.fast_parse``; the run
+  fails if it fell back to the exact parser), checked to give the exact parser's hash;
+* two candidate floors, parsing only (no validation, no columns): ``pyarrow.json.read_json``
+  on the file, and reading + splitting + ``orjson.loads`` of every line.
+
+    .venv/bin/python benchmarks/bench_parse.py                 # writes results/parse.md
+    .venv/bin/python benchmarks/bench_parse.py --events 200000 --repeat 1 --out /tmp/p.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MEMLENS = shutil.which("memlens") or str(Path(sys.executable).parent / "memlens")
+MODES = ("exact", "bulk", "arrow", "orjson")
+
+
+def child(mode: str, path: str) -> None:
+    """One measurement, in this (fresh) process; prints a JSON line."""
+    import gc
+
+    import orjson
+
+    from memlens import trace_io
+
+    t0, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+    out: dict = {}
+    if mode == "exact":
+        trace = trace_io.load_trace_exact(path)
+        out.update(events=trace.n_events, sha256=trace.sha256)
+    elif mode == "bulk":
+
+        def refuse(*_args, **_kwargs):
+            raise SystemExit("the bulk parser gave up on this trace")
+
+        trace_io.load_trace_exact = refuse
+        trace = trace_io.load_trace(path)
+        out.update(events=trace.n_events, sha256=trace.sha256)
+    elif mode == "arrow":
+        import pyarrow.json as pj
+
+        out.update(events=pj.read_json(path).num_rows - 1)  # (the header is a row)
+    else:
+        from memlens.trace_lines import open_trace
+
+        gc.disable()
+        n, tail = 0, b""
+        with open_trace(path) as fh:
+            while block := fh.read(512 << 10):
+                lines = (tail + block).split(b"\n")
+                tail = lines.pop()
+                n += len(list(map(orjson.loads, lines)))
+        out.update(events=n - 1)
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    out.update(wall=time.perf_counter() - t0, cpu=cpu, rss_mb=r1.ru_maxrss / 1024)
+    print(json.dumps(out))
+
+
+def measure(mode: str, path: Path, repeat: int) -> dict:
+    """The best of ``repeat`` fresh-process runs (by CPU time)."""
+    runs = []
+    for _ in range(repeat):
+        proc = subprocess.run([sys.executable, __file__, "--child", mode, str(path)],
+                              capture_output=True, text=True, check=True)  # fmt: skip
+        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    return min(runs, key=lambda r: r["cpu"])
+
+
+def make_traces(events: int) -> tuple[Path, Path]:
+    gz = Path(f"/tmp/agent{events}.jsonl.gz")
+    plain = gz.with_suffix("")
+    if not gz.exists():
+        per = events // 4
+        subprocess.run([MEMLENS, "data", "generate", "archetype=agent", "streams=4",
+                        f"events_per_stream={per}", f"out={gz}"], check=True)  # fmt: skip
+    if not plain.exists():
+        with gzip.open(gz, "rb") as src, open(plain, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+    return plain, gz
+
+
+def table(results: dict) -> list[str]:
+    lines = ["| file | path | events | wall s | events/s (wall) | CPU s | events/s (CPU) "
+             "| peak RSS MB |", "|---|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for (name, mode), r in results.items():
+        lines.append(f"| {name} | {mode} | {r['events']:,} | {r['wall']:.2f} "
+                     f"| {r['events'] / r['wall']:,.0f} | {r['cpu']:.2f} "
+                     f"| {r['events'] / r['cpu']:,.0f} | {r['rss_mb']:,.0f} |")  # fmt: skip
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "parse.md"))
+    ap.add_argument("--child", nargs=2, metavar=("MODE", "PATH"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        return child(*args.child)
+    load_before = os.getloadavg()[0]
+    results: dict = {}
+    for path in make_traces(args.events):
+        for mode in MODES:
+            results[(path.name, mode)] = r = measure(mode, path, args.repeat)
+            print(path.name, mode, r, flush=True)
+        exact, bulk = results[(path.name, "exact")], results[(path.name, "bulk")]
+        if exact["sha256"] != bulk["sha256"] or exact["events"] != bulk["events"]:
+            raise SystemExit(f"{path.name}: the bulk parser's trace differs from the exact one")
+    command = "benchmarks/bench_parse.py" + (
+        f" --events {args.events}" if args.events != 1_000_000 else "")  # fmt: skip
+    text = [
+        "# First load of a trace (no cache): exact vs bulk parser",
+        "",
+        f"`.venv/bin/python {command} --repeat {args.repeat}` (best of {args.repeat} fresh "
+        f"processes by CPU time; {os.cpu_count()} cores, load average {load_before:.1f} "
+        f"at the start and {os.getloadavg()[0]:.1f} at the end: the machine was shared, so "
+        "wall times include time other processes held the cores; CPU time does not).",
+        "",
+        f"Trace: `memlens data generate archetype=agent streams=4 "
+        f"events_per_stream={args.events // 4}` ({args.events:,} events; header excluded from "
+        "the counts).  `exact` = `load_trace_exact` (old path), `bulk` = `load_trace` "
+        "(`memlens.fast_parse`, same hash checked), `arrow` / `orjson` = parsing only, "
+        "no validation and no columns (candidate floors).",
+        "",
+        *table(results),
+        "",
+    ]
+    Path(args.out).write_text("\n".join(text))
+    print("\n".join(text))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""The ``memoryos_heat`` kernel: MemoryOS heat (``policies/memoryos_heat.py``), compiled.
+
+The class evicts the lowest ``heat = alpha * visits + beta * length + gamma * exp((seen - t) /
+tau)`` (ties by recency).  Heat is monotone in each of visits, length and the time last seen
+(the direction given by the sign of its weight), so the bound tree of ``memlens.kernels.
+scantree`` keeps per node the minima of the three (negated for a negative weight) and the heat
+expression at those minima bounds every item below the node; the leaves give the class's exact
+heat, computed with the same operations in the same order (``math.exp`` is the same C library
+call).
+
+The per-component minima of a node come from different items (the shortest item is rarely the
+oldest), so the tree also keeps the envelope bound of ``scantree._rebase``: every item's
+heat is a line in ``u = exp(-t / tau)`` (up to a per-stream base time), the node's lowest heat
+is concave in ``u``, and the two values the tree keeps per node bound it from below by
+interpolation.  A victim choice visits the items whose bound does not exceed the victim's heat:
+those with nearly the lowest heat (many when many items have nearly the same length, visits and
+age), and the paths to them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memlens.kernels.common import result, timed
+from memlens.kernels.scantree import MEMORYOS_HEAT, replay_scan, scan_arguments
+from memlens.trace import Trace
+
+
+def _sign(w: float) -> float:
+    return -1.0 if w < 0 else 1.0
+
+
+def _arguments(policy, trace: Trace, budget: int, demand_fetch: bool):
+    X = np.zeros((3, trace.n_items))
+    X[1] = trace.item_tokens / policy.length_unit  # the class's ``_length`` (same division)
+    pol = [policy.alpha, policy.beta, policy.gamma, policy.tau_s]
+    store = [(0, _sign(policy.alpha)), (1, _sign(policy.beta)), (2, _sign(policy.gamma)),
+             (3, 1.0), (4, 1.0)]  # fmt: skip
+    t0 = np.array([float(trace.ev_t[ev[0]]) if len(ev) else 0.0 for ev in trace.stream_events])
+    return scan_arguments(trace, budget, demand_fetch, MEMORYOS_HEAT, pol, X, store, t0=t0)
+
+
+def replay(policy, trace: Trace, budget: int, demand_fetch: bool, seed: int):
+    """The ``memoryos_heat`` kernel (``memlens.policy.KERNELS``): the reference result."""
+    if not replay_scan.signatures:  # compile (or load from the cache) outside the timed region
+        from memlens.testing import trace as tiny
+        from memlens.testing import w
+
+        replay_scan(*_arguments(policy, tiny(w("a", 1)), 1, False)[1])
+    out, args = _arguments(policy, trace, budget, demand_fetch)
+    m, wall = timed(replay_scan, *args)
+    return result(out, m, policy.name, budget, demand_fetch, wall)

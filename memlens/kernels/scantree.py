@@ -1,0 +1,638 @@
+"""The compiled replay shared by the score-scanning baselines (``policies/scan.py``).
+
+MemoryBank, MemoryOS heat and Generative Agents rank their resident, unpinned items by a score
+that moves with the trace time (a decay shared by every item, per-item constants, a relevance
+to the latest request), so no fixed-key heap follows their order.  Their reference
+(``ScanPolicy.victims``) scores every resident item at each victim choice.  This module finds
+the same victim without scoring every item: a **bound tree**.
+
+Every score here is a function ``f(x0, x1, x2, t)`` of three per-item numbers, monotone in each
+(non-decreasing or non-increasing, the direction given by the sign of the policy's weight), and
+evaluated with the reference's exact floating-point expression.  IEEE rounding is monotone, so
+``f`` evaluated at the per-component minimum (maximum for a decreasing direction) over a set of
+items is a lower bound of the score of every item in the set.  Per stream, a segment tree over
+the candidates (``new_tree``: leaves taken left to right as items are placed, so about in
+recency order) keeps, per node, the minima of the stored components and the smallest recency
+rank; the victim is found by branch and bound (smaller bound first, prune a node whose bound, or
+bound and best recency, can no longer beat the best leaf found).  The leaves hold the exact
+components, so the winning score is the reference's number and ties go, as in the reference, to
+the least recent item: recency is the pair (event of the last write or use, a sequence number),
+which is the order of ``ScanPolicy``'s ``OrderedDict`` including its ``unpin`` placement.
+
+Cost: an update is O(log m) (m = leaves: at most twice the most items held so far; packing
+is amortised), a victim choice visits the nodes whose bound is at most the victim's score: the
+items that could tie or beat it, and the paths to them.  It does not scan the resident set, but
+it is not a worst-case bound: when many items have scores close to the minimum, or a node mixes
+items whose minima come from different items (a loose bound), they are visited (each kernel's
+docstring says when; ``benchmarks/bench_kernels.py`` measures it).
+
+Compiled without numba's reference counting (``_nrt=False``: nothing here allocates), and with
+the helpers inlined: state lives in tuples of arrays, and with reference counting every array
+taken out of a tuple cost an atomic increment and decrement, which was most of the run time
+(measured: 0.46M events/s before, 1.8M after, MemoryBank at budget 1024).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from memlens.kernels.common import outputs, stream_offsets, trace_arrays
+from memlens.simulator import MoveKind
+from memlens.trace import EventKind, Trace
+
+MEMORYBANK, MEMORYOS_HEAT, GENERATIVE_AGENTS = 0, 1, 2
+NO_REC = np.iinfo(np.int64).max  # the recency rank of an empty node
+STACK = 256
+
+
+def new_tree(trace: Trace, n_stored: int):
+    """Empty bound trees for every stream of ``trace``, ``n_stored`` components per node.
+
+    A stream's candidates take leaves left to right in the order they are (re)placed, which is
+    about their recency order, so neighbouring leaves have similar components and the bounds
+    are tight.  When the last leaf is taken the live leaves are packed to the left (and the
+    number of leaves doubled if they fill more than half), so the tree's size follows the
+    items held, up to the stream's item count rounded up to a power of two.
+    Returns ``(toff, width, cap, islot, slot_item, val, rec, nxt, live, sbase)``: per stream
+    the offset of its node region (``2 * width`` nodes) and its current number of leaves; per
+    item its leaf slot (-1: not a candidate); per slot its item; per node the minima of the
+    stored components and the smallest recency rank; per stream the next free slot, the
+    number of candidates and the offset of its slots."""
+    counts = np.bincount(trace.item_stream, minlength=trace.n_streams)
+    width = np.ones(trace.n_streams, np.int64)
+    for s, c in enumerate(counts.tolist()):
+        while width[s] < c:
+            width[s] *= 2
+    toff = np.zeros(trace.n_streams, np.int64)
+    sbase = np.zeros(trace.n_streams, np.int64)
+    if trace.n_streams:
+        toff[1:] = np.cumsum(2 * width)[:-1]
+        sbase[1:] = np.cumsum(width)[:-1]
+    n_nodes = int((2 * width).sum()) if trace.n_streams else 1
+    n_slots = int(width.sum()) if trace.n_streams else 1
+    return (toff, width, np.minimum(width, 8), np.full(trace.n_items, -1, np.int64),
+            np.full(n_slots, -1, np.int32), np.full((n_nodes, n_stored), np.inf),
+            np.full(n_nodes, NO_REC, np.int64), np.zeros(trace.n_streams, np.int64),
+            np.zeros(trace.n_streams, np.int64), sbase)  # fmt: skip
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _fix(tree, s, g):
+    """Recompute the ancestors of node ``g`` of stream ``s``'s tree (stop when one is equal)."""
+    toff, val, rec = tree[0][s], tree[5], tree[6]
+    nd = g - toff
+    k = val.shape[1]
+    while nd > 1:
+        nd >>= 1
+        p = toff + nd
+        a = toff + 2 * nd
+        b = a + 1
+        changed = False
+        for j in range(k):
+            v = min(val[a, j], val[b, j])
+            if v != val[p, j]:
+                val[p, j] = v
+                changed = True
+        r = min(rec[a], rec[b])
+        if r != rec[p]:
+            rec[p] = r
+            changed = True
+        if not changed:
+            break
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False)
+def _pack(tree, s):
+    """All of stream ``s``'s leaves are taken: move the live ones to the left, in order, into
+    a tree of the same or (when they fill more than half) twice the number of leaves."""
+    toff, width, cap, islot, slot_item, val, rec = (tree[0][s], tree[1][s], tree[2], tree[3],
+                                                    tree[4], tree[5], tree[6])  # fmt: skip
+    nxt, live, sb = tree[7], tree[8], tree[9][s]
+    c = cap[s]
+    nc = c
+    while 2 * live[s] > nc and nc < width:
+        nc *= 2
+    n_stored = val.shape[1]
+    j = 0
+    for k in range(c):
+        i = slot_item[sb + k]
+        if i < 0:
+            continue
+        for q in range(n_stored):
+            val[toff + nc + j, q] = val[toff + c + k, q]
+        rec[toff + nc + j] = rec[toff + c + k]
+        slot_item[sb + k] = -1
+        slot_item[sb + j] = i
+        islot[i] = j
+        j += 1
+    for k in range(j, nc):
+        for q in range(n_stored):
+            val[toff + nc + k, q] = np.inf
+        rec[toff + nc + k] = NO_REC
+    for nd in range(nc - 1, 0, -1):
+        for q in range(n_stored):
+            val[toff + nd, q] = min(val[toff + 2 * nd, q], val[toff + 2 * nd + 1, q])
+        rec[toff + nd] = min(rec[toff + 2 * nd], rec[toff + 2 * nd + 1])
+    cap[s] = nc
+    nxt[s] = j
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def tree_drop(tree, s, i):
+    """Item ``i`` is no longer a candidate."""
+    toff, cap, islot, slot_item, val = tree[0], tree[2], tree[3], tree[4], tree[5]
+    k = islot[i]
+    if k < 0:
+        return
+    g = toff[s] + cap[s] + k
+    for j in range(val.shape[1]):
+        val[g, j] = np.inf
+    tree[6][g] = NO_REC
+    _fix(tree, s, g)
+    islot[i] = -1
+    slot_item[tree[9][s] + k] = -1
+    tree[8][s] -= 1
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def tree_put(tree, s, i, stored, r):
+    """Item ``i`` (stream ``s``) is a candidate with stored components ``stored``, recency
+    ``r``, in the next leaf (a candidate already placed leaves its old one)."""
+    toff, cap, islot, slot_item, val, nxt = tree[0], tree[2], tree[3], tree[4], tree[5], tree[7]
+    tree_drop(tree, s, i)
+    if nxt[s] == cap[s]:
+        _pack(tree, s)
+    k = nxt[s]
+    nxt[s] += 1
+    tree[8][s] += 1
+    islot[i] = k
+    slot_item[tree[9][s] + k] = i
+    g = toff[s] + cap[s] + k
+    for j in range(val.shape[1]):
+        val[g, j] = stored[j]
+    tree[6][g] = r
+    _fix(tree, s, g)
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _bound(mode, val, g, t, prm, bidx, bsgn):
+    """The policy's score expression at node ``g``'s components (exact at a leaf)."""
+    x0 = bsgn[0] * val[g, bidx[0]]
+    x1 = bsgn[1] * val[g, bidx[1]]
+    if mode == MEMORYBANK:  # -(t - learned) / unit / strength
+        score = -(t - x0) / prm[0] / x1
+        lo, hi = val[g, 3], val[g, 4]  # the envelope bound (``_rebase``), f = prm[4]
+        env = lo + prm[4] * (hi - lo)
+        env -= 1e-9 * (abs(lo) + abs(hi) + 1.0)
+        return score if score > env else env
+    x2 = bsgn[2] * val[g, bidx[2]]
+    if mode == MEMORYOS_HEAT:  # a * visits + b * length + g * exp((seen - t) / tau)
+        heat = prm[0] * x0 + prm[1] * x1 + prm[2] * math.exp((x2 - t) / prm[3])
+        # the envelope bound (``_rebase``): every item's heat is a line in u = prm[4]
+        lo, hi = val[g, 3], val[g, 4]
+        env = lo + prm[4] * (hi - lo)
+        env -= 1e-9 * (abs(lo) + prm[4] * abs(hi) + abs(prm[2]) + 1.0)
+        return heat if heat > env else env
+    return prm[0] * (prm[3] * x0) + prm[1] * x1 + prm[2] * x2  # wr * (c * rho) + wi * imp + ...
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def tree_argmin(tree, s, t, mode, prm, bidx, bsgn, stk_n, stk_b):
+    """The candidate of stream ``s`` with the smallest (score at ``t``, recency), or -1."""
+    toff, width, slot_item, val, rec = tree[0][s], tree[2][s], tree[4], tree[5], tree[6]
+    sb = tree[9][s]
+    if rec[toff + 1] == NO_REC:
+        return -1
+    best, best_rec, best_i = np.inf, NO_REC, -1
+    stk_n[0] = 1
+    stk_b[0] = _bound(mode, val, toff + 1, t, prm, bidx, bsgn)
+    sp = 1
+    while sp > 0:
+        sp -= 1
+        nd = stk_n[sp]
+        b = stk_b[sp]
+        g = toff + nd
+        if b > best or (b == best and rec[g] > best_rec):
+            continue
+        if nd >= width:  # a leaf: its bound is its exact score, and it beats the best
+            best, best_rec, best_i = b, rec[g], slot_item[sb + nd - width]
+            continue
+        ga = toff + 2 * nd
+        gb = ga + 1
+        ba = _bound(mode, val, ga, t, prm, bidx, bsgn) if rec[ga] != NO_REC else np.inf
+        bb = _bound(mode, val, gb, t, prm, bidx, bsgn) if rec[gb] != NO_REC else np.inf
+        first, second, bf, bs = 2 * nd, 2 * nd + 1, ba, bb
+        if bb < ba:
+            first, second, bf, bs = second, first, bb, ba
+        if rec[toff + second] != NO_REC:  # pushed first: explored after ``first``
+            stk_n[sp], stk_b[sp] = second, bs
+            sp += 1
+        if rec[toff + first] != NO_REC:
+            stk_n[sp], stk_b[sp] = first, bf
+            sp += 1
+    return best_i
+
+
+# --------------------------------------------------------------------------- policy state
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _relevance(Q, i, qr):
+    """Cosine of item ``i``'s TF-IDF vector with request ``qr``'s (0 without a shared term),
+    summed over the item's terms in stored order, as ``GenerativeAgents.relevance`` does."""
+    iptr, iterm, iw, qptr, qterm, qw, qmark, qdense, loaded = Q
+    if qr < 0 or qptr[qr] == qptr[qr + 1]:
+        return 0.0
+    if loaded[0] != qr:
+        for k in range(qptr[qr], qptr[qr + 1]):
+            qmark[qterm[k]] = qr
+            qdense[qterm[k]] = qw[k]
+        loaded[0] = qr
+    acc = 0.0
+    for k in range(iptr[i], iptr[i + 1]):
+        if qmark[iterm[k]] == qr:
+            acc += iw[k] * qdense[iterm[k]]
+    return acc
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False)
+def _rebase(mode, S, K, tree, s, t):
+    """MemoryOS heat's envelope bound.  With ``u = exp((T - t) / tau)`` (``T = K[3][s]``, at
+    most ``t``), an item's heat is ``P + gamma * r * u``, a line in ``u`` on [0, 1] (``P`` its
+    static part, ``r = exp((seen - T) / tau)``).  The lowest heat of a node's items is a minimum
+    of lines, so concave in ``u``, so at least the interpolation ``A + u * (B - A)`` between its
+    values at 0 (``A``, the least ``P``) and at 1 (``B``, the least ``P + gamma * r``), which the
+    tree keeps as components 3 and 4.  Unlike the per-component minima this bound follows one
+    item's own pair (length and age); a margin of 1e-9 relative covers rounding.  ``r`` grows
+    with the trace time, so ``T`` moves up to the event's time ``t`` once it is 40 ``tau``
+    behind (before the event) and every candidate's ``B`` is recomputed (O(leaves)).
+
+    MemoryBank's exponent ``-(t - learned) / unit / strength`` is a line in ``t`` itself, so
+    its envelope interpolates between ``t = T`` and ``t = T + H`` (``H = K[7][s]``, about 256
+    of the stream's events), with ``T`` moved up to ``t`` when ``t`` passes ``T + H``."""
+    X = S[0]
+    toff, cap, slot_item, val, sb = tree[0][s], tree[2][s], tree[4], tree[5], tree[9][s]
+    K[3][s] = t
+    for k in range(cap):
+        i = slot_item[sb + k]
+        if i >= 0:
+            _envelope(mode, X, K, s, i)
+            val[toff + cap + k, 3] = X[3, i]
+            val[toff + cap + k, 4] = X[4, i]
+    for nd in range(cap - 1, 0, -1):
+        for q in range(3, 5):
+            val[toff + nd, q] = min(val[toff + 2 * nd, q], val[toff + 2 * nd + 1, q])
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _envelope(mode, X, K, s, i):
+    """Item ``i``'s two envelope values (``_rebase``) for the stream's base time ``T``."""
+    pol, T = K[2], K[3][s]
+    if mode == MEMORYOS_HEAT:
+        X[3, i] = pol[0] * X[0, i] + pol[1] * X[1, i]
+        X[4, i] = X[3, i] + pol[2] * math.exp((X[2, i] - T) / pol[3])
+    elif mode == MEMORYBANK:
+        X[3, i] = -(T - X[0, i]) / pol[0] / X[1, i]
+        X[4, i] = -(T + K[7][s] - X[0, i]) / pol[0] / X[1, i]
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _put(mode, S, K, tree, s, i):
+    """(Re)place candidate ``i`` in the tree with its current components and recency."""
+    X, ssrc, ssgn, stored, last, seq = S[0], S[1], S[2], S[3], S[4], S[5]
+    _envelope(mode, X, K, s, i)
+    for j in range(ssrc.shape[0]):
+        stored[j] = ssgn[j] * X[ssrc[j], i]
+    tree_put(tree, s, i, stored, (last[i] << 32) | seq[i])
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _restore(S, tree, s, i):
+    """Candidate ``i``'s components changed, not its recency: rewrite its leaf in place."""
+    X, ssrc, ssgn, val = S[0], S[1], S[2], tree[5]
+    g = tree[0][s] + tree[2][s] + tree[3][i]
+    for j in range(ssrc.shape[0]):
+        val[g, j] = ssgn[j] * X[ssrc[j], i]
+    _fix(tree, s, g)
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def policy_insert(mode, S, K, Q, i, now, s):
+    """``insert``: the item's policy state as the class sets it (not the tree)."""
+    X, cnt, learned, strength, t0, qreq = S[0], S[6], S[7], K[1], K[3], K[4]
+    t = K[0][now]
+    if mode == MEMORYBANK:
+        if learned[i] == 0:
+            learned[i] = 1
+            X[0, i] = t
+            X[1, i] = strength[cnt[i]]
+    elif mode == MEMORYOS_HEAT:
+        X[2, i] = t
+    else:
+        X[0, i] = math.exp(-K[2][3] * (t - t0[s]))
+        X[2, i] = _relevance(Q, i, qreq[s])
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def policy_used(mode, S, K, i, now, s):
+    """``used``: a request listed the item (resident or not)."""
+    X, cnt, learned, strength, t0 = S[0], S[6], S[7], K[1], K[3]
+    t = K[0][now]
+    cnt[i] += 1
+    if mode == MEMORYBANK:
+        learned[i] = 1
+        X[0, i] = t
+        X[1, i] = strength[cnt[i]]
+    elif mode == MEMORYOS_HEAT:
+        X[0, i] = float(cnt[i])
+        X[2, i] = t
+    else:
+        X[0, i] = math.exp(-K[2][3] * (t - t0[s]))
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def cand_add(mode, S, K, tree, s, i):
+    """Item ``i`` joins the candidates (the class's ``_res``) at the recency end."""
+    inres, seq, ctr, members, mbase, mpos, msize = S[8], S[5], S[9], S[10], S[11], S[12], S[13]
+    inres[i] = 1
+    ctr[0] += 1
+    seq[i] = ctr[0]
+    k = mbase[s] + msize[s]
+    members[k] = i
+    mpos[i] = k
+    msize[s] += 1
+    _put(mode, S, K, tree, s, i)
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def cand_remove(S, tree, s, i):
+    """Item ``i`` leaves the candidates (evicted or pinned)."""
+    inres, members, mbase, mpos, msize = S[8], S[10], S[11], S[12], S[13]
+    if inres[i] == 0:
+        return
+    inres[i] = 0
+    k = mpos[i]
+    end = mbase[s] + msize[s] - 1
+    j = members[end]
+    members[k] = j
+    mpos[j] = k
+    msize[s] -= 1
+    tree_drop(tree, s, i)
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def observe(mode, S, K, Q, tree, x, now, s):
+    """``observe``: every listed item is used and, if a candidate, moves to the recency end;
+    Generative Agents then takes the request as its query and re-scores the candidates."""
+    items_ptr, items, inres, last, seq, ctr = K[5], K[6], S[8], S[4], S[5], S[9]
+    for j in range(items_ptr[x], items_ptr[x + 1]):
+        i = items[j]
+        last[i] = now
+        policy_used(mode, S, K, i, now, s)
+        if inres[i]:
+            ctr[0] += 1
+            seq[i] = ctr[0]
+            _put(mode, S, K, tree, s, i)
+    if mode == GENERATIVE_AGENTS:
+        K[4][s] = x
+        X, members, mbase, msize = S[0], S[10], S[11], S[13]
+        for k in range(mbase[s], mbase[s] + msize[s]):
+            i = members[k]
+            r = _relevance(Q, i, x)
+            if r != X[2, i]:
+                X[2, i] = r
+                _restore(S, tree, s, i)
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _query_weights(mode, K, tree, s, t, W):
+    """The score's parameters for one victim choice at ``t`` (``W``: prm, bidx, bsgn).
+    Generative Agents' weights depend on the candidates' ranges (min-max normalisation), fixed
+    for the whole choice as the class scores once and then sorts."""
+    prm, bidx, bsgn = W
+    pol = K[2]
+    if mode == MEMORYOS_HEAT:
+        prm[4] = math.exp((K[3][s] - t) / pol[3])
+    elif mode == MEMORYBANK:
+        prm[4] = (t - K[3][s]) / K[7][s]
+    if mode != GENERATIVE_AGENTS:
+        return
+    root = tree[0][s] + 1
+    val = tree[5]
+    prm[3] = 1.0
+    for k in range(3):
+        w = pol[k]
+        if pol[4] != 0.0:
+            r = -val[root, k + 3] - val[root, k]
+            w = w / r if r > 1e-12 else 0.0
+        prm[k] = w
+        if w >= 0.0:
+            bidx[k], bsgn[k] = k, 1.0
+        else:
+            bidx[k], bsgn[k] = k + 3, -1.0
+    if pol[4] == 0.0:
+        prm[3] = math.exp(pol[3] * (t - K[3][s]))
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def make_room(mode, S, K, tree, W, io, s, e, budget, stk_n, stk_b, m):
+    """Evict the lowest (score, recency) candidates until the stream fits (``ScanPolicy.
+    victims``: one choice frees at least the excess; its victims in ascending order)."""
+    item_tokens, n_uses, uses_seen, in_wm, used, pinned_tok = (
+        io[0],
+        io[1],
+        io[2],
+        io[3],
+        io[4],
+        io[5],
+    )
+    evictions, false_ev, mv_event, mv_item, mv_kind = io[6], io[7], io[8], io[9], io[10]
+    t = K[0][e]
+    while used[s] > budget and used[s] > pinned_tok[s]:
+        _query_weights(mode, K, tree, s, t, W)
+        excess = used[s] - budget
+        freed = 0
+        while freed < excess:
+            v = tree_argmin(tree, s, t, mode, W[0], W[1], W[2], stk_n, stk_b)
+            if v < 0:
+                break
+            cand_remove(S, tree, s, v)
+            freed += item_tokens[v]
+            in_wm[v] = 0
+            used[s] -= item_tokens[v]
+            evictions[s] += 1
+            if uses_seen[v] < n_uses[v]:
+                false_ev[s] += 1
+            mv_event[m] = e
+            mv_item[m] = v
+            mv_kind[m] = MoveKind.EVICT
+            m += 1
+        if freed == 0:
+            break
+    return m
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def enter(mode, S, K, Q, tree, io, s, i, e, kind, m):
+    """Item ``i`` enters WM (logged as ``kind``) and the policy inserts it."""
+    item_tokens, in_wm, used = io[0], io[3], io[4]
+    in_wm[i] = 1
+    used[s] += item_tokens[i]
+    io[8][m] = e
+    io[9][m] = i
+    io[10][m] = kind
+    S[4][i] = e
+    policy_insert(mode, S, K, Q, i, e, s)
+    cand_add(mode, S, K, tree, s, i)
+    return m + 1
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _request(mode, S, K, Q, tree, W, io, A, s, x, e, budget, demand_fetch, g0, stk_n, stk_b, m):
+    """A request: hits before any update, uses counted, ``observe``, then demand fetch."""
+    needs_ptr, needs, alt_need, alt_ptr, alt_items, need_hit, ctx, pin_at = A
+    item_tokens, uses_seen, in_wm = io[0], io[2], io[3]
+    n_alt = alt_need.shape[0]
+    lo, hi = needs_ptr[x], needs_ptr[x + 1]
+    ctx[x] = io[4][s]
+    pin_at[x] = io[5][s]
+    while g0 < n_alt and alt_need[g0] < lo:
+        g0 += 1
+    g = g0
+    for j in range(lo, hi):
+        i = needs[j]
+        hit = in_wm[i] == 1
+        if g < n_alt and alt_need[g] == j:
+            for q in range(alt_ptr[g], alt_ptr[g + 1]):
+                hit = hit or in_wm[alt_items[q]] == 1
+                uses_seen[alt_items[q]] += 1
+            g += 1
+        if hit:
+            need_hit[j] = 1
+        uses_seen[i] += 1
+    observe(mode, S, K, Q, tree, x, e, s)
+    if demand_fetch:
+        g = g0
+        for j in range(lo, hi):
+            i = needs[j]
+            present = in_wm[i] == 1
+            if g < n_alt and alt_need[g] == j:
+                for q in range(alt_ptr[g], alt_ptr[g + 1]):
+                    present = present or in_wm[alt_items[q]] == 1
+                g += 1
+            if not present and item_tokens[i] <= budget:
+                m = enter(mode, S, K, Q, tree, io, s, i, e, MoveKind.FETCH, m)
+                if io[4][s] > budget:
+                    m = make_room(mode, S, K, tree, W, io, s, e, budget, stk_n, stk_b, m)
+    return g0, m
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False)
+def replay_scan(
+    mode, S, K, Q, tree, W, io, A, ev_kind, ev_stream, ev_ref, budget, demand_fetch, stk_n, stk_b
+):
+    """The whole replay in file order (streams interleaved, each with its own state)."""
+    item_tokens, in_wm, used, pinned_tok = io[0], io[3], io[4], io[5]
+    pinned = S[14]
+    m = 0
+    g0 = 0
+    for e in range(ev_kind.shape[0]):
+        k = ev_kind[e]
+        s = ev_stream[e]
+        x = ev_ref[e]
+        grew = False
+        if mode == MEMORYOS_HEAT and (K[0][e] - K[3][s]) / K[2][3] > 40.0:
+            _rebase(mode, S, K, tree, s, K[0][e])
+        elif mode == MEMORYBANK and K[0][e] > K[3][s] + K[7][s]:
+            _rebase(mode, S, K, tree, s, K[0][e])
+        if k == EventKind.WRITE:
+            if item_tokens[x] <= budget:
+                m = enter(mode, S, K, Q, tree, io, s, x, e, MoveKind.ADMIT, m)
+                grew = True
+            else:
+                io[8][m] = e
+                io[9][m] = x
+                io[10][m] = MoveKind.BYPASS
+                m += 1
+        elif k == EventKind.REQUEST:
+            g0, m = _request(mode, S, K, Q, tree, W, io, A, s, x, e, budget, demand_fetch, g0,
+                             stk_n, stk_b, m)  # fmt: skip
+        elif k == EventKind.PIN:
+            if pinned[x] == 0:
+                if in_wm[x] == 0:
+                    m = enter(mode, S, K, Q, tree, io, s, x, e, MoveKind.PIN, m)
+                pinned[x] = 1
+                pinned_tok[s] += item_tokens[x]
+                cand_remove(S, tree, s, x)
+                grew = True
+        elif k == EventKind.UNPIN:
+            if pinned[x] == 1:
+                pinned[x] = 0
+                pinned_tok[s] -= item_tokens[x]
+                if mode == GENERATIVE_AGENTS:
+                    S[0][2, x] = _relevance(Q, x, K[4][s])
+                cand_add(mode, S, K, tree, s, x)  # recency (its last write or use, a new sequence)
+                grew = True
+        if grew and used[s] > budget:
+            m = make_room(mode, S, K, tree, W, io, s, e, budget, stk_n, stk_b, m)
+    return m
+
+
+# --------------------------------------------------------------------------- Python side
+def _horizon(trace: Trace) -> np.ndarray:
+    """Per stream the trace time of about 256 of its events (MemoryBank's envelope span)."""
+    out = np.ones(trace.n_streams)
+    for s, ev in enumerate(trace.stream_events):
+        if len(ev) > 1:
+            span = float(trace.ev_t[ev[-1]] - trace.ev_t[ev[0]])
+            if span > 0:
+                out[s] = span / (len(ev) - 1) * 256.0
+    return out
+
+
+def _empty_query():
+    """The relevance arrays of a policy without relevance (never read)."""
+    z64, zi = np.zeros(1, np.int64), np.zeros(0, np.int64)
+    return (z64, zi, np.zeros(0), z64, zi, np.zeros(0), np.full(1, -1, np.int64), np.zeros(1),
+            np.full(1, -1, np.int64))  # fmt: skip
+
+
+def scan_arguments(trace: Trace, budget: int, demand_fetch: bool, mode: int, pol, X, store,
+                   strength=None, query=None, t0=None):  # fmt: skip
+    """The output buffers and the argument tuple of :func:`replay_scan`.
+
+    ``pol`` the policy's constants, ``X`` its per-item components (3 x items, static ones
+    filled), ``store`` the (component, sign) of every stored tree value, ``strength`` the
+    MemoryBank strength per number of uses, ``query`` the relevance arrays, ``t0`` per stream
+    the first event's time (Generative Agents' recency origin)."""
+    out = outputs(trace, demand_fetch)
+    (ev_kind, ev_stream, ev_ref, item_tokens, needs_ptr, needs, alt_need, alt_ptr, alt_items,
+     n_uses) = trace_arrays(trace)  # fmt: skip
+    n, n_streams = trace.n_items, trace.n_streams
+    X = np.concatenate([X, np.zeros((5 - X.shape[0], n))]) if X.shape[0] < 5 else X
+    ssrc = np.array([c for c, _ in store], np.int64)
+    ssgn = np.array([g for _, g in store], np.float64)
+    _, mbase = stream_offsets(trace)
+    S = (X, ssrc, ssgn, np.zeros(len(store)), np.zeros(n, np.int64), np.zeros(n, np.int64),
+         np.zeros(n, np.int64), np.zeros(n, np.uint8), np.zeros(n, np.uint8),
+         np.zeros(1, np.int64), np.zeros(n, np.int32), mbase, np.zeros(n, np.int64),
+         np.zeros(n_streams, np.int64), np.zeros(n, np.uint8))  # fmt: skip
+    K = (trace.ev_t, np.zeros(1) if strength is None else strength,
+         np.asarray(pol, np.float64), np.zeros(n_streams) if t0 is None else t0,
+         np.full(n_streams, -1, np.int64), trace.request_items_ptr.astype(np.int64, copy=False),
+         trace.group_items.astype(np.int32, copy=False), _horizon(trace))  # fmt: skip
+    bidx = np.array([0, 1, 2], np.int64)  # Generative Agents sets its own per victim choice
+    bsgn = np.array(([g for _, g in store] + [1.0, 1.0])[:3])
+    W = (np.concatenate([np.asarray(pol, np.float64)[:4], np.zeros(8)])[:8],
+         bidx, bsgn)  # fmt: skip
+    io = (item_tokens, n_uses, np.zeros(n, np.int32), np.zeros(n, np.uint8),
+         np.zeros(n_streams, np.int64), np.zeros(n_streams, np.int64), out.evictions,
+         out.false_evictions, out.move_event, out.move_item, out.move_kind)  # fmt: skip
+    A = (needs_ptr, needs, alt_need, alt_ptr, alt_items, out.need_hit, out.context_tokens,
+         out.pinned_tokens)  # fmt: skip
+    tree = new_tree(trace, len(store))
+    Q = _empty_query() if query is None else query
+    args = (mode, S, K, Q, tree, W, io, A, ev_kind, ev_stream, ev_ref, int(budget),
+            bool(demand_fetch), np.zeros(STACK, np.int64), np.zeros(STACK))  # fmt: skip
+    return out, args

@@ -1,0 +1,92 @@
+"""The ``generative_agents`` kernel replays Generative Agents exactly like the reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from memlens.policies.generative_agents import GenerativeAgents
+
+from memlens.checker import same_result, with_alternatives
+from memlens.generate import generate_simple
+from memlens.kernels.generative_agents import query_arrays
+from memlens.kernels.scantree import _relevance
+from memlens.policy import kernel_of
+from memlens.simulator import simulate
+from memlens.testing import random_events
+from memlens.trace_io import trace_from_events
+
+# gaps between events: clocks that stand still (ties), tick, and jump by minutes and hours
+GAPS = [0.0, 0.0, 1.0, 7.0, 600.0, 3600.0 * 5]
+
+
+def timed_events(rng: np.random.Generator, n_events: int, n_streams: int, alternatives: bool):
+    """``random_events`` with irregular times (non-decreasing), optionally in format 1.1."""
+    events = random_events(rng, n_events, n_streams)
+    t = np.cumsum(rng.choice(GAPS, size=len(events)))
+    for ev, ti in zip(events, t.tolist()):
+        ev["t"] = ti
+    return with_alternatives(events, rng) if alternatives else events
+
+
+def assert_same(trace, make, budget, demand_fetch):
+    ref = simulate(trace, make(), budget, demand_fetch, engine="reference", progress=False)
+    fast = simulate(trace, make(), budget, demand_fetch, engine="fast", progress=False)
+    assert fast.engine == "fast"
+    assert same_result(ref, fast) is None, same_result(ref, fast)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n_events=st.integers(1, 160),
+    n_streams=st.integers(1, 3),
+    budget=st.sampled_from([1, 5, 20, 45, 90, 200, 1000]),
+    demand_fetch=st.booleans(),
+    alternatives=st.booleans(),
+    weights=st.sampled_from(
+        [(1.0, 1.0, 1.0), (0.5, 2.0, 3.0), (-1.0, 1.0, 2.0), (1.0, 0.0, -1.0), (0.0, 0.0, 1.0)]
+    ),  # fmt: skip
+    decay=st.sampled_from([0.995, 0.5, 1.0]),
+    normalize=st.booleans(),
+)
+def test_kernel_equals_reference(seed, n_events, n_streams, budget, demand_fetch, alternatives,
+                                 weights, decay, normalize):  # fmt: skip
+    rng = np.random.default_rng(seed)
+    trace = trace_from_events(timed_events(rng, n_events, n_streams, alternatives))
+    wr, wi, wv = weights
+
+    def make():
+        return GenerativeAgents(w_recency=wr, w_importance=wi, w_relevance=wv,
+                                recency_decay=decay, normalize=normalize)  # fmt: skip
+
+    assert_same(trace, make, budget, demand_fetch)
+
+
+@pytest.mark.parametrize("demand_fetch", [False, True])
+@pytest.mark.parametrize("budget", [300, 3000])
+def test_kernel_equals_reference_on_a_generated_trace(budget, demand_fetch):
+    events = list(generate_simple(streams=3, events_per_stream=1200, pin_rate=0.05, seed=5))
+    assert_same(trace_from_events(events), GenerativeAgents, budget, demand_fetch)
+
+
+def test_relevance_is_the_class_cosine_in_its_summation_order():
+    events = random_events(np.random.default_rng(4), 80, 2)
+    trace = trace_from_events(events)
+    policy = GenerativeAgents()
+    policy.prepare(trace)
+    q = query_arrays(policy._item_vec, policy._req_vec)
+    shared = 0
+    for r, query in enumerate(policy._req_vec):
+        policy._query = query
+        for i in range(trace.n_items):
+            assert _relevance(q, i, r) == policy.relevance(i)
+            shared += policy.relevance(i) > 0
+    assert shared > 100  # the texts share words: the sums are really compared
+    assert _relevance(q, 0, -1) == 0.0  # before a stream's first request
+
+
+def test_kernel_is_registered_for_every_configuration():
+    assert kernel_of(GenerativeAgents()) == "generative_agents"
+    assert kernel_of(GenerativeAgents(normalize=False, w_recency=-1.0)) == "generative_agents"

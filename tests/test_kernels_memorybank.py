@@ -1,0 +1,90 @@
+"""The ``memorybank`` kernel replays MemoryBank exactly like the reference engine."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from memlens.policies.memorybank import MemoryBank
+
+from memlens.checker import same_result, with_alternatives
+from memlens.generate import generate_simple
+from memlens.kernels.memorybank import strengths
+from memlens.policy import kernel_of
+from memlens.simulator import simulate
+from memlens.testing import random_events
+from memlens.trace_io import trace_from_events
+
+# gaps between events: clocks that stand still (ties), tick, and jump by hours and days
+GAPS = [0.0, 0.0, 1.0, 7.0, 3600.0, 86400.0 * 3]
+
+
+def timed_events(rng: np.random.Generator, n_events: int, n_streams: int, alternatives: bool):
+    """``random_events`` with irregular times (non-decreasing), optionally in format 1.1."""
+    events = random_events(rng, n_events, n_streams)
+    t = np.cumsum(rng.choice(GAPS, size=len(events)))
+    for ev, ti in zip(events, t.tolist()):
+        ev["t"] = ti
+    return with_alternatives(events, rng) if alternatives else events
+
+
+def assert_same(trace, make, budget, demand_fetch):
+    ref = simulate(trace, make(), budget, demand_fetch, engine="reference", progress=False)
+    fast = simulate(trace, make(), budget, demand_fetch, engine="fast", progress=False)
+    assert fast.engine == "fast"
+    assert same_result(ref, fast) is None, same_result(ref, fast)
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n_events=st.integers(1, 160),
+    n_streams=st.integers(1, 3),
+    budget=st.sampled_from([1, 5, 20, 45, 90, 200, 1000]),
+    demand_fetch=st.booleans(),
+    alternatives=st.booleans(),
+    initial=st.sampled_from([1.0, 0.5, 3.0]),
+    increment=st.sampled_from([1.0, 0.0, 0.1, 2.5]),
+    hours=st.sampled_from([24.0, 1.0, 0.001]),
+)
+def test_kernel_equals_reference(seed, n_events, n_streams, budget, demand_fetch, alternatives,
+                                 initial, increment, hours):  # fmt: skip
+    rng = np.random.default_rng(seed)
+    trace = trace_from_events(timed_events(rng, n_events, n_streams, alternatives))
+
+    def make():
+        return MemoryBank(initial_strength=initial, strength_increment=increment,
+                          time_unit_hours=hours)  # fmt: skip
+
+    assert_same(trace, make, budget, demand_fetch)
+
+
+@pytest.mark.parametrize("demand_fetch", [False, True])
+@pytest.mark.parametrize("budget", [300, 3000])
+def test_kernel_equals_reference_on_a_generated_trace(budget, demand_fetch):
+    events = list(generate_simple(streams=3, events_per_stream=1200, pin_rate=0.05, seed=5))
+    assert_same(trace_from_events(events), MemoryBank, budget, demand_fetch)
+
+
+def test_strengths_are_summed_one_increment_at_a_time():
+    policy = MemoryBank(initial_strength=1.0, strength_increment=0.1)
+    table = strengths(policy, 10)
+    s = 1.0
+    for k in range(11):
+        assert table[k] == s
+        s += 0.1
+    assert table[10] != 1.0 + 10 * 0.1  # why the table is summed, not multiplied
+
+
+def test_stochastic_memorybank_replays_on_the_reference_engine():
+    policy = MemoryBank(stochastic=True)
+    assert kernel_of(policy) is None and kernel_of(MemoryBank()) == "memorybank"
+    trace = trace_from_events(timed_events(np.random.default_rng(1), 150, 2, False))
+    ref = simulate(trace, MemoryBank(stochastic=True), 40, seed=3, engine="reference",
+                   progress=False)  # fmt: skip
+    auto = simulate(trace, MemoryBank(stochastic=True), 40, seed=3, progress=False)
+    assert auto.engine == "reference" and same_result(ref, auto) is None
+    assert ref.evictions.sum() > 0
+    with pytest.raises(ValueError, match="no fast kernel"):
+        simulate(trace, MemoryBank(stochastic=True), 40, engine="fast", progress=False)

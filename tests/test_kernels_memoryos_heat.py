@@ -1,0 +1,73 @@
+"""The ``memoryos_heat`` kernel replays MemoryOS heat exactly like the reference engine."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from memlens.policies.memoryos_heat import MemoryOSHeat
+
+from memlens.checker import same_result, with_alternatives
+from memlens.generate import generate_simple
+from memlens.policy import kernel_of
+from memlens.simulator import simulate
+from memlens.testing import random_events
+from memlens.trace_io import trace_from_events
+
+# gaps between events: clocks that stand still (ties), tick, and jump by minutes and hours
+GAPS = [0.0, 0.0, 1.0, 7.0, 600.0, 3600.0 * 5]
+
+
+def timed_events(rng: np.random.Generator, n_events: int, n_streams: int, alternatives: bool):
+    """``random_events`` with irregular times (non-decreasing), optionally in format 1.1."""
+    events = random_events(rng, n_events, n_streams)
+    t = np.cumsum(rng.choice(GAPS, size=len(events)))
+    for ev, ti in zip(events, t.tolist()):
+        ev["t"] = ti
+    return with_alternatives(events, rng) if alternatives else events
+
+
+def assert_same(trace, make, budget, demand_fetch):
+    ref = simulate(trace, make(), budget, demand_fetch, engine="reference", progress=False)
+    fast = simulate(trace, make(), budget, demand_fetch, engine="fast", progress=False)
+    assert fast.engine == "fast"
+    assert same_result(ref, fast) is None, same_result(ref, fast)
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n_events=st.integers(1, 160),
+    n_streams=st.integers(1, 3),
+    budget=st.sampled_from([1, 5, 20, 45, 90, 200, 1000]),
+    demand_fetch=st.booleans(),
+    alternatives=st.booleans(),
+    alpha=st.sampled_from([1.0, 0.0, 0.3, -1.0]),
+    beta=st.sampled_from([1.0, 0.0, 2.0, -0.5]),
+    gamma=st.sampled_from([1.0, 0.0, 5.0, -2.0]),
+    tau_hours=st.sampled_from([24.0, 0.5, 0.001]),
+    length_unit=st.sampled_from([1000, 7, 1]),
+)
+def test_kernel_equals_reference(seed, n_events, n_streams, budget, demand_fetch, alternatives,
+                                 alpha, beta, gamma, tau_hours, length_unit):  # fmt: skip
+    rng = np.random.default_rng(seed)
+    trace = trace_from_events(timed_events(rng, n_events, n_streams, alternatives))
+
+    def make():
+        return MemoryOSHeat(alpha=alpha, beta=beta, gamma=gamma, recency_tau_hours=tau_hours,
+                            length_unit_tokens=length_unit)  # fmt: skip
+
+    assert_same(trace, make, budget, demand_fetch)
+
+
+@pytest.mark.parametrize("demand_fetch", [False, True])
+@pytest.mark.parametrize("budget", [300, 3000])
+def test_kernel_equals_reference_on_a_generated_trace(budget, demand_fetch):
+    events = list(generate_simple(streams=3, events_per_stream=1200, pin_rate=0.05, seed=5))
+    assert_same(trace_from_events(events), MemoryOSHeat, budget, demand_fetch)
+
+
+def test_kernel_is_registered_for_every_configuration():
+    assert kernel_of(MemoryOSHeat()) == "memoryos_heat"
+    assert kernel_of(MemoryOSHeat(alpha=-1.0, gamma=-3.0)) == "memoryos_heat"
