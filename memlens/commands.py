@@ -8,6 +8,8 @@ two commands give identical numbers for identical settings.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -16,7 +18,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from memlens.atomic import write_json, write_text
-from memlens.config import SettingsError, policy_config, registered_policies
+from memlens.config import SettingsError, policy_config, policy_targets, registered_policies
 from memlens.pipeline import load_trace, run
 from memlens.preflight import check_engine, check_files, trace_loader
 from memlens.recommend import Choice, default_cost, recommend, render
@@ -61,15 +63,70 @@ def check_simulate(cfg: DictConfig) -> Callable[[], None]:
     ``memlens.cli.validate`` runs once every job's settings have passed."""
     settings: RunConfig = resolve(cfg)
     policy = check_policy_builds(settings.policy)
+    if not settings.oracle.enabled and hasattr(policy, "use_oracle_settings"):
+        raise SettingsError(f"policy={policy.name} replays the oracle's plan, but "
+                            "oracle.enabled=false turns the oracle off: set oracle.enabled=true")  # fmt: skip
     check_engine(settings, {getattr(policy, "name", type(policy).__name__): policy})
     check_files(settings, [settings.trace])
     return trace_loader(settings, [settings.trace])
 
 
+_POLICY_CONFIGS: dict[tuple[str, tuple[str, ...]], object] = {}
+
+
+def composed_policy(name: str, overrides: list[str]):
+    """``memlens.config.policy_config``, composed once per process: the pre-run check and the
+    job list need the same configs, and each Hydra composition costs about 0.2 s."""
+    key = (name, tuple(overrides))
+    if key not in _POLICY_CONFIGS:
+        _POLICY_CONFIGS[key] = policy_config(name, list(overrides))
+    return copy.deepcopy(_POLICY_CONFIGS[key])  # a caller may change its copy
+
+
+def reads_oracle(name: str) -> bool:
+    """Does the registered policy ``name`` replay the oracle's plan (so solves the bounds)?"""
+    from hydra.utils import get_class
+
+    return hasattr(get_class(policy_targets()[name]), "use_oracle_settings")
+
+
+def compared_policies(settings: CompareConfig) -> list[str]:
+    """The policies a compare runs: ``policies``, or every registered one.
+
+    ``oracle.enabled=false`` turns the oracle off everywhere: a policy replaying the oracle's
+    plan (``oracle``) would solve the bounds anyway, so it leaves the default list (the command
+    prints a note), and naming it in ``policies`` or ``reference`` is an error (the two
+    settings contradict each other; which one was meant cannot be guessed)."""
+    names = settings.policies or registered_policies()
+    if settings.oracle.enabled:
+        return names
+    oracles = [n for n in names if n in registered_policies() and reads_oracle(n)]
+    listed = [n for n in oracles if settings.policies or n == settings.reference]
+    if listed:
+        where = "policies lists" if settings.policies else f"reference={listed[0]} names"
+        raise SettingsError(f"{where} {listed[0]}, which replays the oracle's plan, but "
+                            "oracle.enabled=false turns the oracle off: leave it out or set "
+                            "oracle.enabled=true")  # fmt: skip
+    return [n for n in names if n not in oracles]
+
+
+def oracle_note(settings: CompareConfig) -> str | None:
+    """The note a compare prints when ``oracle.enabled=false`` left policies out of the default
+    list (None when it left none out)."""
+    if settings.oracle.enabled or settings.policies:
+        return None
+    left = [n for n in registered_policies() if reads_oracle(n)]
+    if not left:
+        return None
+    return (f"note: oracle.enabled=false: left out {', '.join(left)} (it replays the oracle's "
+            "plan, which would solve the bounds)")  # fmt: skip
+
+
 def check_jobs(settings: CompareConfig, names: list[str]) -> Callable[[], None]:
     """``compare``'s and ``recommend``'s checks of the policies ``names`` and of every trace;
     returns the deferred trace parse."""
-    policies = {n: check_policy_builds(policy_config(n, settings.policy_overrides)) for n in names}
+    policies = {n: check_policy_builds(composed_policy(n, settings.policy_overrides))
+                for n in names}  # fmt: skip
     check_engine(settings, policies)
     check_reference(settings.reference, names)
     traces = settings.traces or [settings.trace]
@@ -79,7 +136,7 @@ def check_jobs(settings: CompareConfig, names: list[str]) -> Callable[[], None]:
 
 def check_compare(cfg: DictConfig) -> Callable[[], None]:
     settings: CompareConfig = resolve(cfg)
-    return check_jobs(settings, settings.policies or registered_policies())
+    return check_jobs(settings, compared_policies(settings))
 
 
 def _run_dir() -> Path:
@@ -145,8 +202,8 @@ def simulate_task(cfg: DictConfig):
 
 def compare_jobs(settings: CompareConfig):
     """(trace path, policy name, typed policy config, budget) for every job, in table order."""
-    names = settings.policies or registered_policies()
-    policies = {n: policy_config(n, settings.policy_overrides) for n in names}
+    names = compared_policies(settings)
+    policies = {n: composed_policy(n, settings.policy_overrides) for n in names}
     for path in settings.traces or [settings.trace]:
         for name in names:
             for budget in settings.budgets:
@@ -199,6 +256,9 @@ def run_compare(settings: CompareConfig, cfg: DictConfig, name: str = "compare",
     from memlens.tracking import log_run, mlflow_run
     from memlens.writers import run_folder
 
+    note = oracle_note(settings)
+    if note is not None:
+        print(note, file=sys.stderr)
     jobs = list(compare_jobs(settings))
     traces = {p: _load(settings, p) for p in dict.fromkeys(job[0] for job in jobs)}  # validated
     specs = plan(settings, jobs, {p: t.sha256 for p, t in traces.items()})
@@ -209,6 +269,7 @@ def run_compare(settings: CompareConfig, cfg: DictConfig, name: str = "compare",
         mlflow_run(settings.mlflow, run_name=name, tags=parent_tags(name, sweep_id)) as parent,
         run_folder(out_dir, _hydra_files()) as folder,
     ):
+        presolve_oracle(settings, traces)
         sweep = execute(settings, specs, parent, settings.resume,
                         {p: t.n_events for p, t in traces.items()}, sweep_id)  # fmt: skip
         rows = [Row({**o.report.row(), "policy": o.job.policy_name}, o.report)
@@ -224,7 +285,7 @@ def run_compare(settings: CompareConfig, cfg: DictConfig, name: str = "compare",
             finish(rows, folder)
         summary = sweep.summary()
         log_run(parent, {"traces": settings.traces or [settings.trace], "budgets": settings.budgets,
-                         "policies": settings.policies or registered_policies(),
+                         "policies": compared_policies(settings),
                          "policy_overrides": settings.policy_overrides,
                          "sweep_id": sweep.sweep_id, "n_workers": sweep.workers,
                          "jobs": summary["jobs"], "jobs_skipped": summary["skipped"],
@@ -233,6 +294,25 @@ def run_compare(settings: CompareConfig, cfg: DictConfig, name: str = "compare",
                 OmegaConf.to_yaml(cfg, resolve=True))  # fmt: skip
     print(sweep.line(), file=sys.stderr)
     return rows, sweep
+
+
+def presolve_oracle(settings: CompareConfig, traces: dict) -> None:
+    """Solve the oracle once per (trace, budget) before the jobs, spread over the workers
+    (``memlens.oracle.batch``); a failure here is left for the jobs to report."""
+    from memlens.oracle.batch import presolve
+    from memlens.parallel import workers
+
+    if settings.backend == "ray":  # the cluster's workers may not share this disk cache
+        return
+    total = sum(t.n_events for t in traces.values()) * len(settings.budgets)
+    n = workers(settings.n_jobs, len(traces) * len(settings.budgets), total,
+                settings.parallel_min_events)  # fmt: skip
+    try:
+        presolve({p: t for p, t in traces.items()}, settings.trace_cache, settings.budgets,
+                 settings.demand_fetch, settings.oracle, n, settings.progress)  # fmt: skip
+    except Exception as err:  # noqa: BLE001 - every job solves and reports it again
+        print(f"note: solving the oracle before the jobs failed ({err}); each job solves its "
+              "own", file=sys.stderr)  # fmt: skip
 
 
 def exit_if_failed(sweep: Sweep) -> None:
@@ -342,6 +422,10 @@ def candidates(settings: RecommendConfig) -> RecommendConfig:
     names = [p for p in settings.policies or registered_policies() if p not in settings.exclude]
     if not names:
         raise SettingsError(f"no policy left to recommend once {settings.exclude} are excluded")
+    # the oracle switched off: compare's rule (memlens.commands.compared_policies), applied to
+    # what is left once the exclusions are out
+    pool = dataclasses.replace(settings, policies=names if settings.policies else None)
+    names = [p for p in compared_policies(pool) if p in names]
     check_reference(settings.reference, names)
     settings.policies = names
     return settings

@@ -146,6 +146,9 @@ class ValueProbe:
         self._mine: dict[str, object] = {}
         self._reset = policy.reset
         policy.reset = self._on_reset
+        # the probe watches the policy's Python methods, which a compiled kernel never calls:
+        # a watched policy replays on the reference engine
+        policy.kernel_supported = lambda: False
 
     def _bind_value(self):
         """``val(item, t)``, total: the policy's own method, nan where it has no value for the

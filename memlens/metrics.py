@@ -128,12 +128,73 @@ def annotated_values(trace: Trace) -> np.ndarray:
 def needed_references(trace: Trace, result: SimResult, price_per_mtok: float,
                       costs: CostsConfig) -> References:  # fmt: skip
     """Every needed reference of a replay with its miss cost, miss latency and value."""
-    miss_usd, miss_s = miss_costs(trace, price_per_mtok, costs)
-    value = annotated_values(trace)  # NaN where no annotation: the type's weight
-    unvalued = np.isnan(value)
-    kind = trace.item_type[trace.needs[unvalued]]
-    value[unvalued] = type_array(costs.value_weight, "costs.value_weight")[kind]
+    miss_usd, miss_s, value = reference_prices(trace, price_per_mtok, costs)
     return References(trace.needs, result.need_hit.astype(bool), miss_usd, miss_s, value)
+
+
+#: Per-trace values every replay of a trace shares, kept in ``trace.__dict__`` under this key
+#: (the trace is memoised per process, so a compare's jobs on one trace compute them once).
+_PER_TRACE_KEY = "_memlens_metrics_per_trace"
+_PRICES_KEPT = 4  # (price, costs) settings whose reference prices are kept per trace
+
+
+def _per_trace(trace: Trace) -> dict:
+    return trace.__dict__.setdefault(_PER_TRACE_KEY, {})
+
+
+def _frozen(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    for a in arrays:
+        a.flags.writeable = False  # shared by every replay: nobody may change them
+    return arrays
+
+
+def reference_prices(trace: Trace, price_per_mtok: float, costs: CostsConfig
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """Per needed reference: miss cost (USD), miss latency (s) and value.  They depend on the
+    trace and the settings only, not on the replay, so they are computed once per trace and
+    settings (read-only arrays) instead of once per compare job."""
+    key = ("prices", float(price_per_mtok), repr(costs))
+    cache = _per_trace(trace)
+    if key not in cache:
+        miss_usd, miss_s = miss_costs(trace, price_per_mtok, costs)
+        value = annotated_values(trace)  # NaN where no annotation: the type's weight
+        unvalued = np.isnan(value)
+        kind = trace.item_type[trace.needs[unvalued]]
+        value[unvalued] = type_array(costs.value_weight, "costs.value_weight")[kind]
+        kept = [k for k in cache if k[0] == "prices"]
+        for old in kept[: max(0, len(kept) - _PRICES_KEPT + 1)]:
+            del cache[old]
+        cache[key] = _frozen(miss_usd, miss_s, value)
+    return cache[key]
+
+
+@dataclass(frozen=True)
+class StreamIndex:
+    """Where each stream's requests and references are, and its event count (per trace)."""
+
+    requests: list[np.ndarray]  # per stream: its request indices, in request order
+    references: list[np.ndarray]  # per stream: its reference indices, in ``needs`` order
+    events: np.ndarray  # events per stream
+
+
+def stream_index(trace: Trace) -> StreamIndex:
+    """The trace's :class:`StreamIndex`, built once per trace: selecting a stream's rows by
+    index picks the same rows, in the same order, as the boolean mask it replaces, without a
+    pass over every request per stream and per job."""
+    cache = _per_trace(trace)
+    if "streams" not in cache:
+        req_order = np.argsort(trace.req_stream, kind="stable")
+        req_bounds = np.searchsorted(trace.req_stream[req_order], np.arange(trace.n_streams + 1))
+        ref_stream = trace.req_stream[trace.need_request]
+        ref_order = np.argsort(ref_stream, kind="stable")
+        ref_bounds = np.searchsorted(ref_stream[ref_order], np.arange(trace.n_streams + 1))
+        split = lambda order, b: [order[b[s] : b[s + 1]] for s in range(trace.n_streams)]  # noqa: E731
+        cache["streams"] = StreamIndex(
+            list(_frozen(*split(req_order, req_bounds))),
+            list(_frozen(*split(ref_order, ref_bounds))),
+            _frozen(np.bincount(trace.ev_stream, minlength=trace.n_streams))[0],
+        )  # fmt: skip
+    return cache["streams"]
 
 
 def miss_costs(trace: Trace, price_per_mtok: float, costs: CostsConfig, lo: int = 0,
@@ -352,18 +413,20 @@ def _pct(x: np.ndarray, q: float) -> float | None:
 
 
 def _retrieval_summary(trace: Trace, result: SimResult, rec, req_mask: np.ndarray,
-                       price_per_mtok: float) -> dict:  # fmt: skip
-    """Retrieval metrics over the requests in ``req_mask`` (``rec`` None: retrieval off)."""
-    ref_mask = req_mask[trace.need_request]
+                       price_per_mtok: float,
+                       ref_rows: np.ndarray | None = None) -> dict:  # fmt: skip
+    """Retrieval metrics over the requests in ``req_mask`` (``rec`` None: retrieval off; then
+    ``req_mask`` may be request indices, ``ref_rows`` their references' indices)."""
     ctx = result.context_tokens[req_mask]
     if rec is None:
-        n_refs = int(ref_mask.sum())
+        hit = result.need_hit[ref_rows if ref_rows is not None else req_mask[trace.need_request]]
         return {
-            "context_recall": _ratio(int(result.need_hit[ref_mask].sum()), n_refs),
+            "context_recall": _ratio(int(hit.sum()), int(hit.size)),
             "mean_context_tokens_total": float(ctx.mean()) if ctx.size else None,
             "p95_context_tokens_total": _pct(ctx, 95),
             "cost_usd_total": float(ctx.sum()) * float(price_per_mtok) / 1e6,
         }
+    ref_mask = req_mask[trace.need_request]
     total = ctx + rec.retrieved_tokens[req_mask]
     counts = np.diff(rec.ret_ptr)
     ent_mask = np.repeat(req_mask, counts)
@@ -410,15 +473,15 @@ def compute_metrics(
         int(result.evictions.sum()), int(result.false_evictions.sum()),
         result.budget, price_per_mtok, refs, costs,
     ))  # fmt: skip
-    ev_counts = np.bincount(trace.ev_stream, minlength=trace.n_streams)
+    index = stream_index(trace)
     streams, per_stream = {}, []
     for s, name in enumerate(trace.stream_names):  # one stream's group alive at a time
-        mask = trace.req_stream == s
+        rows = index.requests[s]
         g = RequestGroup(
-            int(ev_counts[s]), needs_count[mask], hits[mask], ctx[mask],
-            result.pinned_tokens[mask], int(result.evictions[s]),
+            int(index.events[s]), needs_count[rows], hits[rows], ctx[rows],
+            result.pinned_tokens[rows], int(result.evictions[s]),
             int(result.false_evictions[s]), result.budget, price_per_mtok,
-            refs.select(mask[trace.need_request]), costs,
+            refs.select(index.references[s]), costs,
         )  # fmt: skip
         streams[name] = _summary(g)
         per_stream.append(stream_parts([g]))
@@ -426,8 +489,13 @@ def compute_metrics(
     everything = np.ones(trace.n_requests, dtype=bool)
     overall.update(_retrieval_summary(trace, result, retrieval, everything, price_per_mtok))
     for s, name in enumerate(trace.stream_names):
-        mask = trace.req_stream == s
-        streams[name].update(_retrieval_summary(trace, result, retrieval, mask, price_per_mtok))
+        if retrieval is None:  # by index: the same rows as the mask, without a pass per stream
+            part = _retrieval_summary(trace, result, None, index.requests[s], price_per_mtok,
+                                      index.references[s])  # fmt: skip
+        else:
+            part = _retrieval_summary(trace, result, retrieval, trace.req_stream == s,
+                                      price_per_mtok)  # fmt: skip
+        streams[name].update(part)
     wall = result.wall_s
     timing = {
         "wall_s": wall,

@@ -15,7 +15,9 @@
    ``memlens.tracking`` (MLflow).
 
 ``simulate`` is one pass through :func:`run`; ``compare`` is a loop of the same passes, so both
-give identical numbers for identical settings.
+give identical numbers for identical settings.  A compare job skips the analyzers whose
+sections no compare output shows (:data:`ROW_ANALYZERS`: no tier bookkeeping), which changes
+no number of its row.
 """
 
 from __future__ import annotations
@@ -160,12 +162,18 @@ def analyze_warnings(run: Replay) -> Section:
     return Section("", warnings=warnings)
 
 
+#: Every analyzer: ``simulate`` runs them all (metrics.json has every section).
 ANALYZERS = (analyze_metrics, analyze_oracle, analyze_tiers, analyze_retrieval,
              analyze_warnings)  # fmt: skip
+#: The analyzers whose output can reach a ``compare`` row, compare.json or the sweep's resume
+#: entries.  The tiers section is none of these, and replaying the move log through the lower
+#: tiers was about 30% of a large compare job, so compare's jobs leave it out.
+ROW_ANALYZERS = tuple(a for a in ANALYZERS if a is not analyze_tiers)
 
 
 # ---------------------------------------------------------------------- 5. Report
-def analyze(run: Replay) -> Report:
+def analyze(run: Replay, analyzers=ANALYZERS) -> Report:
+    """The report of a finished replay, from the sections of ``analyzers``."""
     s, trace = run.settings, run.trace
     target, params = policy_kwargs(s.policy)
     identity = {
@@ -182,15 +190,16 @@ def analyze(run: Replay) -> Report:
         "seed": s.seed,
         "outside_oracle_class": run.outside_oracle_class,
     }
-    report = assemble(identity, [analyzer(run) for analyzer in ANALYZERS])
+    report = assemble(identity, [analyzer(run) for analyzer in analyzers])
     # statistics: every decomposable metric's bootstrap interval over the trace's streams
     report.intervals = intervals(report.stream_parts, s.stats)
     return report
 
 
-def run(settings: RunConfig, trace: Trace | None = None,
-        record_values: bool = False) -> tuple[Replay, Report]:  # fmt: skip
-    """Steps 2-5 for resolved settings: the replay and its report."""
+def run(settings: RunConfig, trace: Trace | None = None, record_values: bool = False,
+        analyzers=ANALYZERS) -> tuple[Replay, Report]:  # fmt: skip
+    """Steps 2-5 for resolved settings: the replay and its report (from ``analyzers``:
+    :data:`ROW_ANALYZERS` for a compare job)."""
     trace = trace if trace is not None else load_trace(settings)
     done = replay(settings, trace, record_values)
-    return done, analyze(done)
+    return done, analyze(done, analyzers)

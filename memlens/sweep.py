@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, fields
 
 from memlens import resume
 from memlens.parallel import connect_ray, run_parallel, workers
-from memlens.pipeline import load_trace, run
+from memlens.pipeline import ROW_ANALYZERS, load_trace, run
 from memlens.report import Report, git_commit
 from memlens.settings import CommonConfig, CompareConfig, RunConfig, policy_kwargs
 
@@ -115,7 +115,7 @@ def plan(settings: CompareConfig, jobs, trace_hashes: dict[str, str]) -> list[Jo
 def run_job(job: Job) -> tuple[Report | None, str | None]:
     """One replay (in a worker process): its report, or the error that stopped it."""
     try:
-        _, report = run(job.settings, load_trace(job.settings))
+        _, report = run(job.settings, load_trace(job.settings), analyzers=ROW_ANALYZERS)
         return report, None
     except Exception as exc:  # noqa: BLE001 - one job's failure must not stop the sweep
         last = traceback.format_exception_only(type(exc), exc)[-1].strip()

@@ -151,9 +151,20 @@ def mlflow_run(
                 store.retry(run.client.set_terminated, run.run_id, status)
 
 
-def _chunks(items: list, size: int) -> Iterator[list]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
+#: MLflow's limits on one ``log_batch`` call: params, metrics, and entities in all.
+MAX_BATCH_PARAMS, MAX_BATCH_METRICS, MAX_BATCH_ENTITIES = 100, 1000, 1000
+
+
+def batches(params: list, metrics: list) -> Iterator[tuple[list, list]]:
+    """(params, metrics) for each ``log_batch`` call: as few calls as MLflow's limits allow,
+    so a run's values cost one store transaction (one SQLite commit) rather than one per value
+    or per kind; a run of the usual size (tens of each) is one call."""
+    p = m = 0
+    while p < len(params) or m < len(metrics):
+        n_params = min(MAX_BATCH_PARAMS, len(params) - p)
+        n_metrics = min(MAX_BATCH_METRICS, MAX_BATCH_ENTITIES - n_params, len(metrics) - m)
+        yield params[p : p + n_params], metrics[m : m + n_metrics]
+        p, m = p + n_params, m + n_metrics
 
 
 def _log(run: Tracked, params: dict, metrics: dict[str, float], artifacts, config_yaml) -> None:
@@ -163,10 +174,8 @@ def _log(run: Tracked, params: dict, metrics: dict[str, float], artifacts, confi
     flat = {k: ("null" if v is None else v) for k, v in _flatten(params).items()}
     params = [Param(k, str(v)[:500]) for k, v in flat.items()]
     metrics = [Metric(k, v, stamp, 0) for k, v in metrics.items()]
-    for batch in _chunks(params, 100):  # MLflow's limits per batch
-        store.retry(run.client.log_batch, run.run_id, params=batch)
-    for batch in _chunks(metrics, 1000):
-        store.retry(run.client.log_batch, run.run_id, metrics=batch)
+    for param_batch, metric_batch in batches(params, metrics):
+        store.retry(run.client.log_batch, run.run_id, metrics=metric_batch, params=param_batch)
     if config_yaml is not None:
         store.retry(run.client.log_text, run.run_id, config_yaml, "resolved_config.yaml")
     for path in artifacts:

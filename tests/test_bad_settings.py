@@ -54,7 +54,10 @@ ISSUE = [
     ("demand_fetch=no", "demand_fetch must be true or false, got 'no'"),
     ("demand_fetch=off", "demand_fetch must be true or false, got 'off'"),
     ("budget=1e20", "budget=1e20"),
-    ("engine=fast policy=learned policy.retrain_every=5", "policy learned: its compiled kernel does not cover these settings"),
+    (
+        "engine=fast policy=learned policy.retrain_every=5",
+        "policy learned: its compiled kernel does not cover these settings",
+    ),
     ("compression.default=zip", "compression.default must be one of none, summary"),
     ("embeddings.kind=foo", "embeddings.kind must be one of tfidf"),
     ("mlflow.tracking_uri=bogus://x", "no tracking store for scheme 'bogus'"),
@@ -117,8 +120,14 @@ def test_simulate_refuses_before_any_work(capsys, argv, message):
         ("budgets=[512,512]", "budgets lists 512 twice"),
         ("policies=[lru,lru]", "policies lists lru twice"),
         (f"budgets=[512,{2**62}]", "budgets must be below 2**62"),
-        ("engine=fast policies=[memorybank] policy.stochastic=true", "policy memorybank: its compiled kernel does not cover"),
-        ("policies=[learned] policy.retrain_every=5 engine=fast", "policy learned: its compiled kernel does not cover"),
+        (
+            "engine=fast policies=[memorybank] policy.stochastic=true",
+            "policy memorybank: its compiled kernel does not cover",
+        ),
+        (
+            "policies=[learned] policy.retrain_every=5 engine=fast",
+            "policy learned: its compiled kernel does not cover",
+        ),
         ("policies=[lru] policy.extra=1", "not in 'LRUConfig'"),
         ("policies=[rule] policy.admit_fetched=no", "policy.admit_fetched must be true or false"),
         ("reference=window policies=[lru,rule]", "reference=window is not a compared policy"),
@@ -140,7 +149,10 @@ def test_compare_refuses_before_any_work(capsys, argv, message):
         ("target=0.5 metric=nonesuch", "unknown metric 'nonesuch'"),
         ("target=0.5 cost=hit_rate", "cost=hit_rate must be lower-is-better"),
         ("target=0.5 policies=[oracle]", "no policy left to recommend"),
-        ("target=0.5 engine=fast policies=[learned] policy.retrain_every=5", "learned: its compiled kernel does not"),
+        (
+            "target=0.5 engine=fast policies=[learned] policy.retrain_every=5",
+            "learned: its compiled kernel does not",
+        ),
     ],
 )
 def test_recommend_refuses_before_any_work(capsys, argv, message):
