@@ -35,4 +35,4 @@ format: setup
 	$(VENV)/bin/ruff format . && $(VENV)/bin/ruff check --fix .
 
 clean:
-	rm -rf outputs multirun mlflow.db mlflow.db.lock mlartifacts .pytest_cache
+	rm -rf outputs multirun mlflow.db mlflow.db.lock mlflow.db-wal mlflow.db-shm mlartifacts .pytest_cache

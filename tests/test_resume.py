@@ -120,10 +120,10 @@ def test_in_process_sweep_skips_what_it_finished_and_survives_a_crash(tmp_path, 
     jobs = sweep_mod.plan(settings, list(compare_jobs(settings)), {settings.trace: trace.sha256})
     real_run = sweep_mod.run
 
-    def crash_window_at_1024(job_settings, loaded):
+    def crash_window_at_1024(job_settings, loaded, **kwargs):
         if job_settings.budget == 1024 and job_settings.policy["_target_"].endswith("Window"):
             raise RuntimeError("boom")
-        return real_run(job_settings, loaded)
+        return real_run(job_settings, loaded, **kwargs)
 
     monkeypatch.setattr(sweep_mod, "run", crash_window_at_1024)
     first = sweep_mod.execute(settings, jobs)
