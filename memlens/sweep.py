@@ -122,6 +122,27 @@ def run_job(job: Job) -> tuple[Report | None, str | None]:
         return None, last
 
 
+def run_batch(jobs: list[Job]) -> list[tuple[Report | None, str | None]]:
+    """Several jobs in one worker, in order (``job_batches``)."""
+    return [run_job(job) for job in jobs]
+
+
+def job_batches(jobs: list[Job], n_workers: int) -> list[list[int]]:
+    """Indices of ``jobs`` in batches of one (trace, policy) each, so that a worker builds a
+    policy's per-trace preparation (content features, TF-IDF vectors, the learned scorer's
+    anchor table: cached on the trace) once for all its budgets; the largest batches are
+    halved while there are fewer batches than workers.  Results do not depend on it."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, job in enumerate(jobs):
+        groups.setdefault((job.settings.trace, job.policy_name), []).append(i)
+    batches = list(groups.values())
+    while len(batches) < n_workers and max(map(len, batches), default=1) > 1:
+        big = max(batches, key=len)
+        batches.remove(big)
+        batches += [big[: len(big) // 2], big[len(big) // 2 :]]
+    return batches
+
+
 class _JobFailed(Exception):
     """Raised inside a child run's block so that MLflow ends it FAILED."""
 
@@ -178,8 +199,11 @@ def execute(settings: CompareConfig, jobs: list[Job], parent=None, resumable: bo
         sweep.workers = max(1, min(cpus if settings.n_jobs == -1 else settings.n_jobs, len(todo)))
     else:
         sweep.workers = workers(settings.n_jobs, len(todo), total, settings.parallel_min_events)
-    for i, (report, error) in run_parallel(run_job, todo, sweep.workers, settings.progress,
-                                           "jobs", settings.backend):  # fmt: skip
+    batches = job_batches(todo, sweep.workers)
+    results = run_parallel(run_batch, [[todo[i] for i in b] for b in batches], sweep.workers,
+                           settings.progress, "job batches", settings.backend)  # fmt: skip
+    done_jobs = ((i, r) for b, rs in results for i, r in zip(batches[b], rs, strict=True))
+    for i, (report, error) in done_jobs:
         outcome = Outcome(todo[i], report, error)
         outcomes[todo[i].index] = outcome
         if report is not None and resumable:

@@ -110,3 +110,20 @@ def test_n_jobs_is_refused_before_any_work(tmp_path):
     proc = memlens("compare", "n_jobs=0", "mlflow.enabled=false", cwd=tmp_path, check=False)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("error: n_jobs must be -1 (every core)")
+
+
+def test_job_batches_group_a_policy_and_split_when_workers_would_idle():
+    from types import SimpleNamespace
+
+    from memlens.sweep import job_batches
+
+    def job(trace, policy):
+        return SimpleNamespace(settings=SimpleNamespace(trace=trace), policy_name=policy)
+
+    jobs = [job("a", p) for p in ("lru", "rule") for _ in range(4)] + [job("b", "lru")]
+    assert job_batches(jobs, 2) == [[0, 1, 2, 3], [4, 5, 6, 7], [8]]
+    alone = [job("a", "rule") for _ in range(5)]
+    assert sorted(map(sorted, job_batches(alone, 2))) == [[0, 1], [2, 3, 4]]
+    assert job_batches(alone, 8) and sorted(i for b in job_batches(alone, 8) for i in b) == [
+        0, 1, 2, 3, 4]  # fmt: skip
+    assert job_batches([], 2) == []
