@@ -123,8 +123,23 @@ def run_job(job: Job) -> tuple[Report | None, str | None]:
 
 
 def run_batch(jobs: list[Job]) -> list[tuple[Report | None, str | None]]:
-    """Several jobs in one worker, in order (``job_batches``)."""
-    return [run_job(job) for job in jobs]
+    """Several jobs of one (trace, policy) in one worker, in order (``job_batches``).
+
+    What the batch cached on its trace (the policy's per-trace preparation: TF-IDF vectors,
+    the learned scorer's anchor table, ...) is dropped afterwards: no other batch of this
+    sweep uses it, and on a 5M-event trace keeping every policy's preparation in one worker
+    ran out of memory."""
+    try:
+        trace = load_trace(jobs[0].settings) if jobs else None
+    except Exception:  # noqa: BLE001 - each job reports it as its own failure
+        trace = None
+    before = set(trace.__dict__) if trace is not None else set()
+    try:
+        return [run_job(job) for job in jobs]
+    finally:
+        if trace is not None:
+            for key in set(trace.__dict__) - before:
+                del trace.__dict__[key]
 
 
 def job_batches(jobs: list[Job], n_workers: int) -> list[list[int]]:
