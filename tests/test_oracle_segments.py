@@ -84,3 +84,25 @@ def test_auto_keeps_one_lp_for_streams_up_to_four_segments():
 def test_oracle_n_jobs_is_checked():
     with pytest.raises(ValueError, match="oracle.n_jobs"):
         OracleSettings(n_jobs=0)
+
+
+def test_presolve_solves_each_budget_once_into_the_disk_cache(tmp_path):
+    from memlens.config import DATA_DIR
+    from memlens.oracle.batch import presolve
+    from memlens.oracle.solve import clear_memo
+    from memlens.trace_io import load_trace
+
+    path = str(DATA_DIR / "default" / "agent-small.jsonl.gz")
+    tr = load_trace(path)
+    settings = OracleSettings(cache_dir=str(tmp_path))
+    clear_memo()
+    assert presolve({path: tr}, False, [512, 1024], False, settings, 1) == 2
+    assert presolve({path: tr}, False, [512, 1024], False, settings, 1) == 0  # memoised
+    clear_memo()
+    assert presolve({path: tr}, False, [512, 1024], False, settings, 1) == 0  # on disk
+    cached = solve(tr, 512, False, settings)
+    clear_memo()
+    fresh = solve(tr, 512, False, OracleSettings(cache=False))
+    assert cached.from_cache and (cached.upper, cached.lower) == (fresh.upper, fresh.lower)
+    off = OracleSettings(enabled=False, cache_dir=str(tmp_path / "off"))
+    assert presolve({path: tr}, False, [512], False, off, 1) == 0
