@@ -29,26 +29,9 @@ from memlens.kernels.intheap import (
     new_int_heap,
     stream_regions,
 )
+from memlens.kernels.moves import first_resident, log_move
 from memlens.simulator import MoveKind
 from memlens.trace import EventKind, Trace
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _log(mv, m, e, x, kind):
-    """Append move ``(e, x, kind)`` at slot ``m`` of the move log; the next slot."""
-    mv[0][m] = e
-    mv[1][m] = x
-    mv[2][m] = kind
-    return m + 1
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _served(j, group_ptr, group_items, in_wm):
-    """The first resident alternative of need ``j`` in listed order (-1 if none is)."""
-    for p in range(group_ptr[j], group_ptr[j + 1]):
-        if in_wm[group_items[p]]:
-            return group_items[p]
-    return -1
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -60,7 +43,7 @@ def _enter(x, s, e, m, kind, tokens, st, h, mv):
     count[x] = 1
     last[x] = e
     int_heap_set(h, s, x, 1, e * tokens.shape[0] + x)
-    return _log(mv, m, e, x, kind)
+    return log_move(mv, m, e, x, kind)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -74,7 +57,7 @@ def _make_room(s, e, m, budget, tokens, n_uses, st, h, evictions, false_ev, mv):
         evictions[s] += 1
         if uses_seen[v] < n_uses[v]:
             false_ev[s] += 1
-        m = _log(mv, m, e, v, MoveKind.EVICT)
+        m = log_move(mv, m, e, v, MoveKind.EVICT)
     return m
 
 
@@ -88,7 +71,7 @@ def _request(x, s, e, m, budget, demand_fetch, tr, st, h, out, mv):
     pinned_at[x] = pinned_tok[s]
     lo, hi = needs_ptr[x], needs_ptr[x + 1]
     for j in range(lo, hi):  # touches move nothing in or out: hits stay as decided
-        i = _served(j, group_ptr, group_items, in_wm)
+        i = first_resident(j, group_ptr, group_items, in_wm)
         if i >= 0:
             need_hit[j] = 1
             count[i] += 1
@@ -100,7 +83,7 @@ def _request(x, s, e, m, budget, demand_fetch, tr, st, h, out, mv):
     if demand_fetch:
         for j in range(lo, hi):
             i = needs[j]
-            if _served(j, group_ptr, group_items, in_wm) < 0 and tokens[i] <= budget:
+            if first_resident(j, group_ptr, group_items, in_wm) < 0 and tokens[i] <= budget:
                 m = _enter(i, s, e, m, MoveKind.FETCH, tokens, st, h, mv)
                 m = _make_room(s, e, m, budget, tokens, n_uses, st, h, evictions, false_ev, mv)
     return m
@@ -124,7 +107,7 @@ def _replay(tr, budget, demand_fetch, out, mv, h, st):
                 m = _enter(x, s, e, m, MoveKind.ADMIT, tokens, st, h, mv)
                 m = _make_room(s, e, m, budget, tokens, n_uses, st, h, evictions, false_ev, mv)
             else:
-                m = _log(mv, m, e, x, MoveKind.BYPASS)
+                m = log_move(mv, m, e, x, MoveKind.BYPASS)
         elif k == EventKind.REQUEST:
             m = _request(x, s, e, m, budget, demand_fetch, tr, st, h, out, mv)
         elif k == EventKind.PIN:

@@ -23,26 +23,9 @@ import numba
 import numpy as np
 
 from memlens.kernels.common import outputs, result, timed
+from memlens.kernels.moves import first_resident, log_move
 from memlens.simulator import MoveKind
 from memlens.trace import EventKind, Trace
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _log(mv, m, e, x, kind):
-    """Append move ``(e, x, kind)`` at slot ``m`` of the move log; the next slot."""
-    mv[0][m] = e
-    mv[1][m] = x
-    mv[2][m] = kind
-    return m + 1
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _served(j, group_ptr, group_items, in_wm):
-    """The first resident alternative of need ``j`` in listed order (-1 if none is)."""
-    for p in range(group_ptr[j], group_ptr[j + 1]):
-        if in_wm[group_items[p]]:
-            return group_items[p]
-    return -1
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -102,7 +85,7 @@ def _enter(x, s, e, m, kind, tokens, budget, params, st, q, mv):
     in_wm, pinned, uses_seen, used, pinned_tok, summary, under, warnings, flushes = st
     in_wm[x] = 1
     used[s] += tokens[x]
-    m = _log(mv, m, e, x, kind)
+    m = log_move(mv, m, e, x, kind)
     if not pinned[x]:
         _append(x, s, q)
     _check_pressure(s, used[s], budget, params[0], st)
@@ -125,7 +108,7 @@ def _flush(s, e, m, budget, tokens, n_uses, params, st, q, evictions, false_ev, 
         evictions[s] += 1
         if uses_seen[i] < n_uses[i]:
             false_ev[s] += 1
-        m = _log(mv, m, e, i, MoveKind.EVICT)
+        m = log_move(mv, m, e, i, MoveKind.EVICT)
         evicted += tokens[i]
         new = math.ceil(ratio * (old + evicted))
         if evicted >= target and u - evicted + new <= budget:
@@ -158,14 +141,14 @@ def _request(x, s, e, m, budget, demand_fetch, tr, params, st, q, out, mv):
     pinned_at[x] = pinned_tok[s]
     lo, hi = needs_ptr[x], needs_ptr[x + 1]
     for j in range(lo, hi):
-        if _served(j, group_ptr, group_items, in_wm) >= 0:
+        if first_resident(j, group_ptr, group_items, in_wm) >= 0:
             need_hit[j] = 1
         for p in range(group_ptr[j], group_ptr[j + 1]):
             uses_seen[group_items[p]] += 1
     if demand_fetch:
         for j in range(lo, hi):
             i = needs[j]
-            if _served(j, group_ptr, group_items, in_wm) < 0 and tokens[i] <= budget:
+            if first_resident(j, group_ptr, group_items, in_wm) < 0 and tokens[i] <= budget:
                 m = _enter(i, s, e, m, MoveKind.FETCH, tokens, budget, params, st, q, mv)
                 m = _make_room(s, e, m, budget, tokens, n_uses, params, st, q, evictions,
                                false_ev, mv)  # fmt: skip
@@ -190,7 +173,7 @@ def _replay(tr, params, budget, demand_fetch, out, mv, q, st):
                 m = _enter(x, s, e, m, MoveKind.ADMIT, tokens, budget, params, st, q, mv)
                 grew = True
             else:
-                m = _log(mv, m, e, x, MoveKind.BYPASS)
+                m = log_move(mv, m, e, x, MoveKind.BYPASS)
         elif k == EventKind.REQUEST:
             m = _request(x, s, e, m, budget, demand_fetch, tr, params, st, q, out, mv)
         elif k == EventKind.PIN:
