@@ -29,9 +29,15 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-from scipy import sparse
+from numba import njit
 
-from memlens.features import content_boost, content_features, static_value, type_array
+from memlens.features import (
+    content_boost,
+    content_features,
+    distinct_texts,
+    static_value,
+    type_array,
+)
 from memlens.trace import ANNOTATE, ITEM_TYPES, PIN, REQUEST, UNPIN, WRITE, Trace
 
 FEATURE_NAMES = (
@@ -182,19 +188,23 @@ class TraceContext:
         self.pinned_tokens = _pinned_tokens(tr)
 
     @cached_property
-    def bags(self) -> tuple[sparse.csr_matrix, sparse.csr_matrix]:
-        """Hashed binary bags of words (items, requests): the similarity features' input."""
+    def bags(self) -> tuple[Bags, Bags]:
+        """Hashed binary bags of words (items, requests): the similarity features' input,
+        one bag per distinct text."""
         from sklearn.feature_extraction.text import HashingVectorizer
 
         vec = HashingVectorizer(n_features=HASH_FEATURES, binary=True, norm=None,
                                 alternate_sign=False, stop_words="english", dtype=np.float64)  # fmt: skip
 
-        def bag(texts: list[str]) -> sparse.csr_matrix:
-            if not texts:
-                return sparse.csr_matrix((0, HASH_FEATURES), dtype=np.float64)
-            return vec.transform(texts).tocsr()
+        def bag(column: str) -> Bags:
+            distinct, inverse = distinct_texts(self.trace, column)
+            if not distinct:
+                return Bags(np.zeros(1, np.int64), np.zeros(0, np.int64), inverse)
+            m = vec.transform(distinct).tocsr()
+            m.sort_indices()
+            return Bags(m.indptr.astype(np.int64), m.indices.astype(np.int64), inverse)
 
-        return bag(self.trace.item_text), bag(self.trace.req_text)
+        return bag("item_text"), bag("req_text")
 
     @cached_property
     def rule_parts(self) -> tuple[np.ndarray, np.ndarray]:
@@ -420,19 +430,51 @@ def _feedback_columns(ctx: TraceContext, items, events, out) -> None:
     out[:, col["annotation"]] = take(ctx.annotations.values, ann, np.nan)
 
 
-def _rowwise_dot(a: sparse.csr_matrix, ra: np.ndarray, b: sparse.csr_matrix,
-                 rb: np.ndarray) -> np.ndarray:  # fmt: skip
-    """``a[ra[k]] . b[rb[k]]`` for every k (binary bags: the shared words)."""
-    if len(ra) == 0:
-        return np.zeros(0)
-    return np.asarray(a[ra].multiply(b[rb]).sum(axis=1)).ravel()
+@dataclass
+class Bags:
+    """Binary bags of words of a list of texts: CSR rows (``ptr``, ``words``, sorted within a
+    row) of the distinct texts, and ``row[k]``, the row of text ``k``."""
+
+    ptr: np.ndarray
+    words: np.ndarray
+    row: np.ndarray
+
+    def sizes(self, texts: np.ndarray) -> np.ndarray:
+        """Distinct words in each of ``texts`` (indices into the list)."""
+        return np.diff(self.ptr)[self.row[texts]].astype(np.float64)
+
+
+def _shared_words(a: Bags, ta: np.ndarray, b: Bags, tb: np.ndarray) -> np.ndarray:
+    """Words text ``ta[k]`` of ``a`` shares with text ``tb[k]`` of ``b``, for every k (the dot
+    product of the binary bags)."""
+    return _count_shared(a.ptr, a.words, a.row[ta], b.ptr, b.words, b.row[tb])
+
+
+@njit(cache=True, nogil=True)
+def _count_shared(a_ptr, a_words, ra, b_ptr, b_words, rb):  # pragma: no cover - compiled
+    out = np.zeros(len(ra))
+    for k in range(len(ra)):
+        i, i_end = a_ptr[ra[k]], a_ptr[ra[k] + 1]
+        j, j_end = b_ptr[rb[k]], b_ptr[rb[k] + 1]
+        n = 0
+        while i < i_end and j < j_end:  # a merge of two sorted lists
+            if a_words[i] < b_words[j]:
+                i += 1
+            elif a_words[i] > b_words[j]:
+                j += 1
+            else:
+                n += 1
+                i += 1
+                j += 1
+        out[k] = n
+    return out
 
 
 def _similarity_columns(trace: Trace, ctx: TraceContext, items, events, out) -> None:
     """Word overlap and cosine of the item with the stream's latest request and its task."""
     col = COLUMN
     item_bags, req_bags = ctx.bags
-    n_item = np.diff(item_bags.indptr)[items].astype(np.float64)
+    n_item = item_bags.sizes(items)
     for prefix, other_bags, other in (
         ("req", req_bags, ctx.last_req[events]),
         ("task", item_bags, ctx.task_item[events]),
@@ -441,8 +483,8 @@ def _similarity_columns(trace: Trace, ctx: TraceContext, items, events, out) -> 
         shared = np.zeros(len(items))
         n_other = np.zeros(len(items))
         if ok.any():
-            shared[ok] = _rowwise_dot(item_bags, items[ok], other_bags, other[ok])
-            n_other[ok] = np.diff(other_bags.indptr)[other[ok]]
+            shared[ok] = _shared_words(item_bags, items[ok], other_bags, other[ok])
+            n_other[ok] = other_bags.sizes(other[ok])
         out[:, col[f"{prefix}_overlap"]] = shared / np.maximum(n_item, 1.0)
         out[:, col[f"{prefix}_cosine"]] = shared / np.sqrt(np.maximum(n_item * n_other, 1.0))
 

@@ -25,6 +25,7 @@ rule scorer's value; the retrieval and learned policies may reuse it as a prior.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -69,6 +70,9 @@ class ContentFeatures:
 
     def __len__(self) -> int:
         return int(self.tokens.shape[0])
+
+
+COUNT_FIELDS = ("error", "conclusion", "numbers", "identifiers", "entities")
 
 
 def _joined_bytes(texts: list[str]) -> tuple[bytes, np.ndarray]:
@@ -155,11 +159,39 @@ def text_features(texts: list[str], tokens: np.ndarray | None = None) -> Content
     )
 
 
+def unique_texts(texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """The distinct texts, in first-seen order, and each text's index among them.
+
+    Agent logs repeat themselves (the same tool output, a re-sent instruction, a templated
+    reply): a generated 1M-event agent trace has 284k distinct texts among its 824k items, so
+    per-text work (features, bags of words) is done once per distinct text and spread back."""
+    index: dict[str, int] = {}
+    inverse = np.fromiter((index.setdefault(t, len(index)) for t in texts), np.int64,
+                          count=len(texts))  # fmt: skip
+    return list(index), inverse
+
+
+_DISTINCT_KEY = "_memlens_distinct_texts"
+
+
+def distinct_texts(trace: Trace, column: str) -> tuple[list[str], np.ndarray]:
+    """``unique_texts`` of the trace's ``item_text`` or ``req_text``, cached on the trace
+    (content features, bags of words and TF-IDF vectors all start from it)."""
+    cache = trace.__dict__.setdefault(_DISTINCT_KEY, {})
+    if column not in cache:
+        cache[column] = unique_texts(getattr(trace, column))
+    return cache[column]
+
+
 def content_features(trace: Trace) -> ContentFeatures:
-    """The features of every item of ``trace``, computed once and cached on the trace."""
+    """The features of every item of ``trace``, computed once per distinct text and cached on
+    the trace (a text's counts depend on that text alone: ``text_features`` is per text)."""
     cached = trace.__dict__.get(_CACHE_KEY)
     if cached is None:
-        cached = text_features(trace.item_text, trace.item_tokens)
+        distinct, inverse = distinct_texts(trace, "item_text")
+        once = text_features(distinct, np.zeros(len(distinct), np.int64))
+        counts = [getattr(once, k)[inverse] for k in COUNT_FIELDS]
+        cached = ContentFeatures(*counts, tokens=np.asarray(trace.item_tokens, np.int64))
         trace.__dict__[_CACHE_KEY] = cached
     return cached
 

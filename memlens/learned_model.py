@@ -135,29 +135,65 @@ _MISSING = {"None": MISSING_NONE, "Zero": MISSING_ZERO, "NaN": MISSING_NAN}
 ZERO_THRESHOLD = 1e-35  # LightGBM's kZeroThreshold
 
 
-@numba.njit(cache=True, nogil=True)
-def _forest_raw(X, roots, feature, threshold, left, right, default_left, missing, leaf_value):
-    """Sum of the trees' leaf values per row, trees in order (as LightGBM adds them)."""
+@numba.njit(cache=True, nogil=True, inline="always")
+def _leaf(X, r, node, column, value, feature, threshold, child, default_left, missing):
+    """The leaf (``-leaf - 1``) row ``r`` of ``X`` reaches from ``node``, reading ``value``
+    for feature ``column`` (-1: none replaced).  The next node is picked by index
+    (``child[2 * node + right]``) rather than by a branch: which way a row goes is what a CPU
+    cannot predict, and this loop is the learned scorer's whole preparation per budget."""
+    while node >= 0:
+        f = feature[node]
+        x = value if f == column else X[r, f]
+        m = missing[node]
+        if np.isnan(x) and m != 2:
+            x = 0.0
+        if (m == 1 and -1e-35 <= x <= 1e-35) or (m == 2 and np.isnan(x)):
+            right = 0 if default_left[node] else 1
+        else:
+            right = 1 if x > threshold[node] else 0
+        node = child[2 * node + right]
+    return -node - 1
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _forest_raw(X, roots, feature, threshold, child, default_left, missing, leaf_value):
+    """Sum of the trees' leaf values per row, trees in order (as LightGBM adds them).  Rows
+    are independent, so spreading them over threads changes no sum."""
     n = X.shape[0]
     out = np.zeros(n)
-    for r in range(n):
+    for r in numba.prange(n):
         s = 0.0
         for t in range(roots.shape[0]):
-            node = roots[t]
-            while node >= 0:
-                x = X[r, feature[node]]
-                m = missing[node]
-                if np.isnan(x) and m != 2:
-                    x = 0.0
-                if (m == 1 and -1e-35 <= x <= 1e-35) or (m == 2 and np.isnan(x)):
-                    node = left[node] if default_left[node] else right[node]
-                elif x <= threshold[node]:
-                    node = left[node]
-                else:
-                    node = right[node]
-            s += leaf_value[-node - 1]
+            s += leaf_value[_leaf(X, r, roots[t], -1, 0.0, feature, threshold, child,
+                                  default_left, missing)]  # fmt: skip
         out[r] = s
     return out
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _forest_raw_pair(X, moved, column, value, splits_on, roots, feature, threshold, child,
+                     default_left, missing, leaf_value):  # fmt: skip
+    """``_forest_raw`` of ``X``, and of the rows where ``moved`` with ``column`` read as
+    ``value`` (the others: the same as ``X``'s), in one pass: a tree that never splits on
+    ``column`` reaches the same leaf both ways, and the sums add the trees in the same order."""
+    n = X.shape[0]
+    main = np.zeros(n)
+    other = np.zeros(n)
+    for r in numba.prange(n):
+        s = 0.0
+        o = 0.0
+        for t in range(roots.shape[0]):
+            v = leaf_value[_leaf(X, r, roots[t], -1, 0.0, feature, threshold, child,
+                                 default_left, missing)]  # fmt: skip
+            s += v
+            if moved[r]:
+                if splits_on[t]:
+                    v = leaf_value[_leaf(X, r, roots[t], column, value, feature, threshold,
+                                         child, default_left, missing)]  # fmt: skip
+                o += v
+        main[r] = s
+        other[r] = o if moved[r] else s
+    return main, other
 
 
 @dataclass
@@ -207,8 +243,38 @@ class CompiledForest:
         X = np.ascontiguousarray(X, dtype=np.float64)
         if len(self.roots) == 0:
             return np.zeros(X.shape[0])
-        return _forest_raw(X, self.roots, self.feature, self.threshold, self.left, self.right,
+        return _forest_raw(X, self.roots, self.feature, self.threshold, self.children,
                            self.default_left, self.missing, self.leaf_value)  # fmt: skip
+
+    @cached_property
+    def children(self) -> np.ndarray:
+        """``[left, right]`` of every node, interleaved (``children[2 * node + 1]``: right)."""
+        out = np.empty(2 * len(self.left), np.int64)
+        out[0::2], out[1::2] = self.left, self.right
+        return out
+
+    def splits_on(self, column: int) -> np.ndarray:
+        """Per tree: whether any of its splits reads feature ``column``."""
+        out = np.zeros(len(self.roots), np.bool_)
+        for t, root in enumerate(self.roots.tolist()):
+            stack = [root]
+            while stack:
+                node = stack.pop()
+                if node >= 0:
+                    out[t] |= bool(self.feature[node] == column)
+                    stack += [int(self.left[node]), int(self.right[node])]
+        return out
+
+    def raw_pair(self, X, moved: np.ndarray, column: int, value: float):
+        """``(raw(X), raw(X'))`` where ``X'`` is ``X`` with ``column`` set to ``value`` in the
+        rows where ``moved`` (the learned scorer's anchors in place and as missed)."""
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        if len(self.roots) == 0:
+            return np.zeros(X.shape[0]), np.zeros(X.shape[0])
+        return _forest_raw_pair(X, np.asarray(moved, np.bool_), int(column), float(value),
+                                self.splits_on(column), self.roots, self.feature,
+                                self.threshold, self.children, self.default_left,
+                                self.missing, self.leaf_value)  # fmt: skip
 
 
 # ------------------------------------------------------------------------- the model file

@@ -33,7 +33,14 @@ import math
 import numpy as np
 from memlens.policies.scan import ScanPolicy
 
-from memlens.features import DEFAULT_TYPE_BASE, content_boost, static_value, type_array
+from memlens.features import (
+    DEFAULT_TYPE_BASE,
+    content_boost,
+    distinct_texts,
+    static_value,
+    type_array,
+    unique_texts,
+)
 from memlens.policy import PolicyContext, compiled_kernel
 
 _VECTORS_KEY = "_memlens_tfidf_rows"
@@ -46,30 +53,60 @@ BOOST_DEFAULTS = {
 
 
 def tfidf_rows(trace) -> tuple[list[dict[int, float]], list[dict[int, float]]]:
-    """L2-normalised TF-IDF vectors of every item and request text, as {term: weight} dicts.
+    """L2-normalised TF-IDF vectors of every item and request text, as {term: weight} dicts
+    (equal texts share one dict, which nobody mutates).
 
     Cached on the trace: the vectoriser runs once however many policies and budgets replay it.
     """
     cached = trace.__dict__.get(_VECTORS_KEY)
     if cached is None:
-        from sklearn.feature_extraction.text import TfidfVectorizer
-
-        texts = trace.item_text + trace.req_text
-        if any(t.strip() for t in texts):
-            try:
-                x = TfidfVectorizer(sublinear_tf=True).fit_transform(texts).tocsr()
-            except ValueError:  # only stop words / one-letter tokens: no vocabulary
-                x = None
-        else:
-            x = None
+        distinct, inverse = _distinct_item_and_request_texts(trace)
+        x = tfidf_distinct(distinct, np.bincount(inverse, minlength=len(distinct)))
         if x is None:
-            rows = [{} for _ in texts]
+            rows = [{} for _ in inverse]
         else:
             ind, dat, ptr = x.indices.tolist(), x.data.tolist(), x.indptr.tolist()
-            rows = [dict(zip(ind[a:b], dat[a:b])) for a, b in zip(ptr[:-1], ptr[1:])]
+            once = [dict(zip(ind[a:b], dat[a:b])) for a, b in zip(ptr[:-1], ptr[1:])]
+            rows = [once[k] for k in inverse.tolist()]
         cached = (rows[: trace.n_items], rows[trace.n_items :])
         trace.__dict__[_VECTORS_KEY] = cached
     return cached
+
+
+def _distinct_item_and_request_texts(trace) -> tuple[list[str], np.ndarray]:
+    """``unique_texts(trace.item_text + trace.req_text)``, from the two columns' own."""
+    items, item_row = distinct_texts(trace, "item_text")
+    reqs, req_row = distinct_texts(trace, "req_text")
+    distinct, row = unique_texts(items + reqs)
+    return distinct, np.concatenate([row[: len(items)][item_row], row[len(items) :][req_row]])
+
+
+def tfidf_distinct(distinct: list[str], copies: np.ndarray):
+    """``TfidfVectorizer(sublinear_tf=True).fit_transform(texts)``'s rows of the distinct
+    texts, where text ``k`` of ``distinct`` stands for ``copies[k]`` equal texts; None when
+    there is no vocabulary.  The document frequencies count every copy, so each row is the
+    very row (bit for bit) the vectoriser gives that text among all the copies, for a third
+    (on a generated agent trace) of the tokenising."""
+    from sklearn.feature_extraction.text import CountVectorizer
+    from sklearn.preprocessing import normalize
+
+    if not any(t.strip() for t in distinct):
+        return None
+    try:
+        x = CountVectorizer(dtype=np.float64).fit_transform(distinct).tocsr()
+    except ValueError:  # only stop words / one-letter tokens: no vocabulary
+        return None
+    nnz_row = np.repeat(np.arange(x.shape[0]), np.diff(x.indptr))
+    df = np.bincount(x.indices, weights=copies[nnz_row].astype(np.float64), minlength=x.shape[1])
+    df += 1.0  # sklearn's smooth_idf, its order of operations
+    idf = np.full_like(df, fill_value=int(copies.sum()) + 1, dtype=np.float64)
+    idf /= df
+    np.log(idf, out=idf)
+    idf += 1.0
+    np.log(x.data, x.data)  # sublinear tf
+    x.data += 1.0
+    x.data *= idf[x.indices]
+    return normalize(x, norm="l2", copy=False)
 
 
 @compiled_kernel("generative_agents")

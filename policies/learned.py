@@ -58,7 +58,7 @@ from memlens.decision_features import (
     default_tier,
     set_budget,
 )
-from memlens.learned_model import LearnedModel, ValueScorer, load_model
+from memlens.learned_model import CompiledForest, LearnedModel, ValueScorer, load_model
 from memlens.policy import ADMIT_FETCH, Policy, PolicyContext, compiled_kernel
 from memlens.trace import ANNOTATE, PIN, UNPIN, Trace
 
@@ -115,6 +115,14 @@ class AnchorTable:
             miss[self.need_rows] = evaluate(Xm)
         return main, miss
 
+    def raw_compiled(self, forest: CompiledForest, budget: int) -> tuple[np.ndarray, np.ndarray]:
+        """``raw`` for a compiled model, both sets of scores in one pass over the anchors."""
+        X = self.X
+        set_budget(self.trace, self.points.item, self.points.event, X, budget)
+        moved = np.zeros(len(X), np.bool_)
+        moved[self.need_rows] = True
+        return forest.raw_pair(X, moved, COLUMN["tier"], TIER_LOWER)
+
 
 def _estimator_raw(table: AnchorTable, est: ValueScorer, budget: int):
     """``AnchorTable.raw`` for an online estimator (LightGBM's own evaluation, one thread)."""
@@ -142,37 +150,34 @@ def anchor_table(trace: Trace) -> AnchorTable:
     return cache["table"]
 
 
-def anchor_raw(trace: Trace, model: LearnedModel, budget: int) -> tuple[np.ndarray, np.ndarray]:
-    """``AnchorTable.raw`` for ``model`` at ``budget``, cached on the trace by the model's
-    hash (the few most recent (model, budget) pairs)."""
+def anchor_key_arrays(trace: Trace, model: LearnedModel, budget: int, decay: float,
+                      size: float) -> np.ndarray:  # fmt: skip
+    """``keys[miss, row]``: the heap key of every point scored in place (``miss`` 0) and of
+    every need scored as missed (1), cached on the trace for the most recent few (model,
+    budget, setting) tuples: a compare's batch replays a trace's budgets one after another.
+    Only the keys are kept (not the raw scores, nor lists): on a 5M-event trace each such
+    array pair is hundreds of megabytes."""
     cache = trace.__dict__.setdefault(_SCORES_KEY, {})
-    key = ("raw", model.sha256, int(budget))
+    key = ("keys", model.sha256, int(budget), float(decay), float(size))
     if key not in cache:
-        raws = [k for k in cache if k[0] == "raw"]
-        for old in raws[: max(0, len(raws) - 15)]:
-            del cache[old]
-        cache[key] = anchor_table(trace).raw(model.raw, budget)
+        old = [k for k in cache if k[0] == "keys"]
+        for k in old[: max(0, len(old) - 3)]:
+            del cache[k]
+        table = anchor_table(trace)
+        main, miss = table.raw_compiled(model.forest, budget)
+        cache[key] = _keys(table, main, miss, decay, size)
     return cache[key]
 
 
 def anchor_keys(trace: Trace, model: LearnedModel, budget: int, decay: float,
                 size: float) -> list[list[float]]:  # fmt: skip
-    """The heap keys of every point (scored in place, and needs scored as missed) as lists,
-    cached on the trace like :func:`anchor_raw` (the replay only reads them)."""
-    cache = trace.__dict__.setdefault(_SCORES_KEY, {})
-    key = ("keys", model.sha256, int(budget), float(decay), float(size))
-    if key not in cache:
-        old = [k for k in cache if k[0] == "keys"]
-        for k in old[: max(0, len(old) - 7)]:
-            del cache[k]
-        main, miss = anchor_raw(trace, model, budget)
-        cache[key] = _keys(anchor_table(trace), main, miss, decay, size)
-    return cache[key]
+    """:func:`anchor_key_arrays` as lists (the Python class's replay indexes them)."""
+    return [k.tolist() for k in anchor_key_arrays(trace, model, budget, decay, size)]
 
 
-def _keys(table: AnchorTable, main, miss, decay: float, size: float) -> list[list[float]]:
+def _keys(table: AnchorTable, main, miss, decay: float, size: float) -> np.ndarray:
     shift = decay * table.clock - size * table.log_tokens
-    return [(log_sigmoid(main) + shift).tolist(), (log_sigmoid(miss) + shift).tolist()]
+    return np.stack([log_sigmoid(main) + shift, log_sigmoid(miss) + shift])
 
 
 def log_sigmoid(raw: np.ndarray) -> np.ndarray:
@@ -267,7 +272,7 @@ class LearnedScorer(Policy):
                                         self.size_exponent)  # fmt: skip
             return
         main, miss = _estimator_raw(t, model, self._budget)
-        self._keys[:] = _keys(t, main, miss, self.decay, self.size_exponent)
+        self._keys[:] = [k.tolist() for k in _keys(t, main, miss, self.decay, self.size_exponent)]
 
     def reset(self, ctx: PolicyContext) -> None:
         super().reset(ctx)

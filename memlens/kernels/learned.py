@@ -363,18 +363,11 @@ def _trace_columns(trace: Trace) -> dict:
 
 
 def _keys(policy, trace: Trace, budget: int) -> np.ndarray:
-    """``keys[miss, row]``: the class's batch keys (``anchor_keys``) as one array, cached on
-    the trace under the same key (the most recent few)."""
-    from memlens.policies.learned import anchor_keys
+    """``keys[miss, row]``: the class's batch keys (``anchor_key_arrays``, cached on the
+    trace)."""
+    from memlens.policies.learned import anchor_key_arrays
 
-    cache = trace.__dict__.setdefault(_CACHE_KEY, {})
-    key = (policy.model.sha256, int(budget), float(policy.decay), float(policy.size_exponent))
-    if key not in cache:
-        for old in [k for k in cache if k != "columns"][:-7]:
-            del cache[old]
-        keys = anchor_keys(trace, policy.model, budget, policy.decay, policy.size_exponent)
-        cache[key] = np.asarray(keys, dtype=np.float64).reshape(2, -1)
-    return cache[key]
+    return anchor_key_arrays(trace, policy.model, budget, policy.decay, policy.size_exponent)
 
 
 def learned_state(policy, trace: Trace, budget: int) -> tuple:

@@ -1,0 +1,98 @@
+"""Per-trace preparation done once per distinct text, and the learned scorer's one-pass forest:
+each gives bit for bit what the plain computation over every text (or every row) gives."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from memlens.policies.generative_agents import tfidf_rows
+from scipy import sparse
+from sklearn.feature_extraction.text import HashingVectorizer, TfidfVectorizer
+
+from memlens.decision_features import _shared_words, context
+from memlens.features import COUNT_FIELDS, content_features, text_features, unique_texts
+from memlens.learned_model import CompiledForest, ValueScorer
+from memlens.testing import rq, trace, w
+
+WORDS = ["Order", "ord_12", "error", "the", "failed", "INV-2024", "x", "Paris", "a.b", "7", ""]
+texts = st.lists(st.lists(st.sampled_from(WORDS), max_size=6).map(" ".join), min_size=1,
+                 max_size=12)  # fmt: skip
+
+
+def test_unique_texts_first_seen_order_and_inverse():
+    distinct, inverse = unique_texts(["b", "a", "b", "c", "a"])
+    assert distinct == ["b", "a", "c"]
+    assert inverse.tolist() == [0, 1, 0, 2, 1]
+
+
+def trace_of(item_texts: list[str], request_texts: list[str] | None = None):
+    events = [w(f"i{k}", 1 + k % 3, text=t) for k, t in enumerate(item_texts)]
+    for k, t in enumerate(request_texts or []):
+        events.append(rq(f"r{k}", f"i{k % len(item_texts)}", text=t))
+    return trace(*events)
+
+
+@given(texts)
+def test_content_features_per_distinct_text_equal_the_features_of_every_text(item_texts):
+    tr = trace_of(item_texts)
+    got, want = content_features(tr), text_features(tr.item_text, tr.item_tokens)
+    for name in (*COUNT_FIELDS, "tokens"):
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name
+        assert getattr(got, name).dtype == getattr(want, name).dtype, name
+
+
+@given(texts, texts)
+def test_shared_words_equal_the_sparse_dot_of_hashed_bags(item_texts, request_texts):
+    tr = trace_of(item_texts, request_texts)
+    items, reqs = context(tr).bags
+    vec = HashingVectorizer(n_features=1 << 20, binary=True, norm=None, alternate_sign=False,
+                            stop_words="english")  # fmt: skip
+    a = sparse.csr_matrix(vec.transform(list(tr.item_text)))
+    b = sparse.csr_matrix(vec.transform(list(tr.req_text)))
+    rng = np.random.default_rng(len(item_texts))
+    ta = rng.integers(0, a.shape[0], 20)
+    tb = rng.integers(0, b.shape[0], 20)
+    want = np.asarray(a[ta].multiply(b[tb]).sum(axis=1)).ravel()
+    assert np.array_equal(_shared_words(items, ta, reqs, tb), want)
+    assert np.array_equal(items.sizes(ta), np.diff(a.indptr)[ta].astype(float))
+
+
+@settings(max_examples=60)
+@given(texts, texts)
+def test_tfidf_of_distinct_texts_is_the_vectoriser_s_bit_for_bit(item_texts, request_texts):
+    tr = trace_of(item_texts, request_texts)
+    got = [list(row.items()) for part in tfidf_rows(tr) for row in part]
+    all_texts = list(tr.item_text) + list(tr.req_text)
+    try:
+        x = TfidfVectorizer(sublinear_tf=True).fit_transform(all_texts).tocsr()
+    except ValueError:  # no vocabulary: every row empty
+        assert got == [[] for _ in all_texts]
+        return
+    want = [list(zip(x.indices[a:b].tolist(), x.data[a:b].tolist()))
+            for a, b in zip(x.indptr[:-1], x.indptr[1:])]  # fmt: skip
+    assert got == want
+
+
+def toy_forest(seed: int = 0) -> tuple[CompiledForest, np.ndarray, ValueScorer]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(800, 8))
+    X[:, 2] = rng.integers(0, 3, 800)  # a "tier" column some trees split on
+    X[::9, 5] = np.nan
+    y = (X[:, 0] + 0.3 * X[:, 2] + rng.normal(scale=0.5, size=800) > 0.3).astype(float)
+    est = ValueScorer(n_estimators=30, num_leaves=7, random_state=seed)
+    est.fit(X, y, feature_names=[f"f{k}" for k in range(8)])
+    return CompiledForest.from_dump(est.booster_.dump_model()), X, est
+
+
+def test_one_pass_pair_equals_two_evaluations_and_lightgbm():
+    forest, X, est = toy_forest()
+    moved = np.zeros(len(X), bool)
+    moved[::3] = True
+    main, other = forest.raw_pair(X, moved, 2, 2.0)
+    X2 = X.copy()
+    X2[moved, 2] = 2.0
+    assert np.array_equal(main, forest.raw(X))
+    assert np.array_equal(main, est.decision_function(X))
+    assert np.array_equal(other, est.decision_function(X2))
+    assert forest.splits_on(2).any() and not forest.splits_on(2).all()
