@@ -270,8 +270,9 @@ def run_compare(settings: CompareConfig, cfg: DictConfig, name: str = "compare",
         run_folder(out_dir, _hydra_files()) as folder,
     ):
         presolve_oracle(settings, traces)
-        sweep = execute(settings, specs, parent, settings.resume,
-                        {p: t.n_events for p, t in traces.items()}, sweep_id)  # fmt: skip
+        events = {p: t.n_events for p, t in traces.items()}
+        del traces  # the sweep's jobs load their own (memlens.pipeline.forget_traces)
+        sweep = execute(settings, specs, parent, settings.resume, events, sweep_id)
         rows = [Row({**o.report.row(), "policy": o.job.policy_name}, o.report)
                 for o in sweep.outcomes if o.report is not None]  # fmt: skip
         for o in sweep.outcomes:

@@ -72,6 +72,13 @@ def load_trace(settings: CommonConfig, path: str | None = None,
     return trace
 
 
+def forget_traces() -> None:
+    """Drop this process's parsed traces: a sweep whose jobs run in worker processes (each
+    parsing its own copy) need not keep the main process's copy for the whole sweep (on a
+    5M-event trace, gigabytes)."""
+    _TRACES.clear()
+
+
 # ---------------------------------------------------------------------- 3. replay
 @dataclass
 class Replay:

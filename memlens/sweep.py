@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, fields
 
 from memlens import resume
 from memlens.parallel import connect_ray, run_parallel, workers
-from memlens.pipeline import ROW_ANALYZERS, load_trace, run
+from memlens.pipeline import ROW_ANALYZERS, forget_traces, load_trace, run
 from memlens.report import Report, git_commit
 from memlens.settings import CommonConfig, CompareConfig, RunConfig, policy_kwargs
 
@@ -214,6 +214,8 @@ def execute(settings: CompareConfig, jobs: list[Job], parent=None, resumable: bo
         sweep.workers = max(1, min(cpus if settings.n_jobs == -1 else settings.n_jobs, len(todo)))
     else:
         sweep.workers = workers(settings.n_jobs, len(todo), total, settings.parallel_min_events)
+    if sweep.workers > 1 or settings.backend == "ray":  # the jobs parse their own copies
+        forget_traces()
     batches = job_batches(todo, sweep.workers)
     results = run_parallel(run_batch, [[todo[i] for i in b] for b in batches], sweep.workers,
                            settings.progress, "job batches", settings.backend)  # fmt: skip
