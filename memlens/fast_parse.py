@@ -1,16 +1,26 @@
 """The fast first load of a JSON Lines trace: a block of lines at a time, validated in bulk.
 
 ``memlens.trace_io`` validates and stores one event at a time in Python (``_Builder``): about
-150,000 events a second, most of it per-event bookkeeping rather than reading or JSON decoding.
-This module does the same work a block of lines at a time.  Each line is still decoded by
-``orjson`` (the JSON itself must be checked line by line), but every field is then pulled out
-of the whole block at once (``map(dict.get, ...)``, in C), type-checked per column (the set of
-value types), packed in one join, and the cross-event rules are checked once, over the whole
+100,000 events a second of CPU time, most of it per-event bookkeeping rather than reading or
+JSON decoding.  This module does the same work a block of lines (512 KiB) at a time.
+
+msgspec decodes a whole block in one call (``decode_lines``) into typed structs, one class per
+event kind: the JSON is checked and every field's type with it (strings; numbers, never a
+bool; ``needs`` a list of ids), a missing field takes the exact parser's default, and a field
+the class does not know fails the decoding.  What msgspec does not check is checked after, on
+arrays or by orjson (the exact parser's decoder): ranges (tokens, magnitudes, non-empty ids);
+``meta``, which msgspec keeps as its JSON text unchecked, decoded by orjson (each distinct text
+once) and stored as ``orjson.dumps`` writes it, as the exact parser does; the lines of pins,
+unpins and annotations, decoded again by orjson; and one JSON object per line
+(``_typed_events``).  A block msgspec refuses (an unknown field, which the exact parser keeps
+in ``meta``; a wrong type; blanks around a line) is decoded line by line by orjson instead, into
+dicts type-checked per column (``map(dict.get, ...)`` and the set of value types): the general
+path, slower (``bulk-orjson`` below).  Either way every field of the block is then pulled out
+at once (in C), packed in one join, and the cross-event rules are checked once, over the whole
 trace, on arrays: ids unique and needs/targets resolved (Arrow hash tables), each need an
 earlier write of the same stream, time never going backwards within a stream (a segmented
 running maximum).  A thread reads ahead (decompression and hashing release the GIL), and the
-cyclic garbage collector is paused while the blocks' objects come and go (they form no cycles,
-and a collection pass per 700 new dicts dominated the decode time).
+cyclic garbage collector is paused while the blocks' objects come and go (they form no cycles).
 
 **This module never reports a problem.**  Whatever it cannot vouch for (a JSON error, a value
 of the wrong type, an unknown id, time going backwards, a blank line, a carriage return, a
@@ -19,15 +29,25 @@ list of alternatives in ``needs``, a gzip error, a line too long) makes it give 
 which raises the precise ``TraceError`` (file, line, field) or, for a valid input this module
 does not handle, loads it.  The errors are therefore the exact parser's by construction; what
 this module must guarantee is that it accepts nothing the exact parser rejects and builds the
-very same :class:`~memlens.trace.Trace` (tests/test_fast_parse.py checks both, differentially).
+very same :class:`~memlens.trace.Trace` (tests/test_fast_parse.py checks both, differentially,
+with and without the typed decoding).
 
-Why ``orjson`` per line and not ``pyarrow.json.read_json`` (faster at decoding alone, see
-benchmarks/results/parse.md): Arrow gives each field one type for the whole file, so it cannot
-tell a missing ``"t"`` (valid) from ``"t": null`` (an error) nor a missing ``meta`` from a null
-one, it stores a ``meta`` object's keys in the column's order rather than the line's (so the
-meta texts would differ from the exact parser's), and a field whose type varies across lines
-fails the whole file: it could neither build the same Trace nor refuse exactly what the exact
-parser refuses.
+Why msgspec, and not orjson alone or ``pyarrow.json.read_json`` (benchmarks/results/parse.md,
+the 1M-event agent trace, CPU seconds on a shared 2-core machine): decoding alone takes msgspec
+0.65 s into typed structs, orjson 1.6 s into dicts, Arrow 1.8 s into columns; and msgspec
+checks the types as it decodes, which with orjson's dicts takes one more pass per field.  The
+whole first load, validation and columns included: 3.0 s (about 335,000 events/s of CPU time;
+3.5 s from ``.jsonl.gz``), 5.3 s with every block decoded by orjson, 9.5 s for the exact
+parser.  Arrow could not be used at any speed: it gives each field one type for the whole
+file, so it cannot tell a missing ``"t"`` (valid) from ``"t": null`` (an error) nor a missing
+``meta`` from a null one, it stores a ``meta`` object's keys in the column's order rather than
+the line's (so the meta texts would differ from the exact parser's), and a field whose type
+varies across lines fails the whole file: it could neither build the same Trace nor refuse
+exactly what the exact parser refuses.  Of the 3.0 s, decoding is a fifth; the rest is pulling
+about fifteen fields out of a million Python objects and packing them (about 1.2 s), the
+whole-trace checks (0.4 s, the id hash table 0.17 s of it), page faults and the spilled
+columns' writes (about 0.5 s of system time): a million events a second would need all of it
+under a second of one core, which this design (a Python object per event) does not reach.
 """
 
 from __future__ import annotations
@@ -40,9 +60,10 @@ import queue
 import threading
 import zlib
 from collections.abc import Iterator, Sequence
-from itertools import chain, repeat
-from operator import itemgetter
+from itertools import chain, compress, repeat
+from operator import attrgetter, itemgetter
 
+import msgspec
 import numpy as np
 import orjson
 import pyarrow as pa
@@ -50,7 +71,7 @@ import pyarrow.compute as pc
 
 from memlens import trace_io, trace_lines
 from memlens.packed import _FLUSH_BYTES, PackedJSON, PackedStrings, StringsBuilder
-from memlens.trace import ANNOTATE, EVENT_KINDS, REQUEST, TYPE_CODE, WRITE, Trace
+from memlens.trace import ANNOTATE, EVENT_KINDS, PIN, REQUEST, TYPE_CODE, UNPIN, WRITE, Trace
 from memlens.trace_io import (
     _VERSIONS,
     MAX_DEPTH,
@@ -66,10 +87,13 @@ from memlens.trace_io import (
 )
 from memlens.trace_lines import open_trace
 
-#: Decompressed bytes read per step: about 250 events of an agent trace, whose objects stay in
-#: the processor's cache through the twenty-odd passes made over them (measured: 15% less CPU
-#: time than with 512 KiB blocks, 30% less than with 16 MiB).
-BLOCK_BYTES = 64 << 10
+#: Decompressed bytes read per step: about 2,000 events of an agent trace.  Below
+#: ``memlens.heap.MMAP_THRESHOLD`` (1 MiB) with room to spare, so that a block's text and its
+#: temporaries come from the heap and are reused: at 1 MiB each was mapped and unmapped again,
+#: and the page faults cost 0.3 s of system time per million events.  (Measured on the
+#: 1M-event agent trace, main-thread CPU: 64 KiB blocks took a quarter more, for the Python
+#: steps made per block.)
+BLOCK_BYTES = 512 << 10
 _KIND = {name: code for code, name in enumerate(EVENT_KINDS)}
 _NUMBER = frozenset({int, float})
 _NO_META: dict = {}  # a missing "meta" (never mutated)
@@ -78,6 +102,62 @@ _ABSENT = object()  # a missing "stream" on a pin, unpin or annotate
 _EVENT = itemgetter("event")
 _WRITE_REQUIRED = itemgetter("id", "tokens", "type")
 _REQUEST_REQUIRED = itemgetter("id", "needs")
+_NO_RAW = msgspec.Raw(b"")  # a missing "meta" in a typed event
+
+
+# The events as msgspec decodes (and type-checks) them, a block of lines in one call.  Each
+# class accepts exactly what the exact parser accepts for its fields' types: strings, numbers
+# (msgspec refuses a bool for a number, as the exact parser does), ``needs`` a list of plain
+# ids; a field it does not know (kept in ``meta`` by the exact parser) fails the decoding and
+# the block takes the general path.  Defaults are what the exact parser takes for a missing
+# field (NaN marks a missing time: JSON has no NaN).  Ranges (tokens, magnitudes, non-empty
+# ids) are checked afterwards, on arrays; ``meta`` is kept as its JSON text and decoded by
+# orjson, the exact parser's decoder (msgspec does not validate the text it skips).
+class _Write(msgspec.Struct, tag_field="event", tag="write", forbid_unknown_fields=True,
+             gc=False):  # fmt: skip
+    id: str
+    tokens: int | float
+    type: str
+    stream: str = ""
+    t: float = math.nan
+    cost: float = 0.0
+    text: str = ""
+    task: str = ""
+    session: str = ""
+    meta: msgspec.Raw = _NO_RAW
+
+
+class _Request(msgspec.Struct, tag_field="event", tag="request", forbid_unknown_fields=True,
+               gc=False):  # fmt: skip
+    id: str
+    needs: list[str]
+    stream: str = ""
+    t: float = math.nan
+    text: str = ""
+    meta: msgspec.Raw = _NO_RAW
+
+
+# Pins, unpins and annotations: rare; their lines are decoded again by orjson (all fields,
+# validated as the exact parser does), msgspec only tells their kind and time.
+class _Pin(msgspec.Struct, tag_field="event", tag="pin", gc=False):
+    t: float = math.nan
+
+
+class _Unpin(msgspec.Struct, tag_field="event", tag="unpin", gc=False):
+    t: float = math.nan
+
+
+class _Annotate(msgspec.Struct, tag_field="event", tag="annotate", gc=False):
+    t: float = math.nan
+
+
+_DECODER = msgspec.json.Decoder(_Write | _Request | _Pin | _Unpin | _Annotate)
+_STRUCT_KIND = {_Write: WRITE, _Request: REQUEST, _Pin: PIN, _Unpin: UNPIN, _Annotate: ANNOTATE}
+_T, _STREAM = attrgetter("t"), attrgetter("stream")
+_WRITE_ATTRS = tuple(
+    map(attrgetter, ("id", "tokens", "type", "cost", "text", "task", "session", "meta"))
+)
+_REQUEST_ATTRS = tuple(map(attrgetter, ("id", "needs", "text", "meta")))
 
 
 class Unsupported(Exception):
@@ -127,22 +207,27 @@ def parse_fast(path: str | os.PathLike, limit: int | None = None) -> Trace:
     reader = _ReadAhead(path, digest)
     try:
         for text in _line_blocks(reader, limit):
-            lines = text.split(b"\n")
-            del text
-            if max(map(len, lines)) > limit:
+            if len(text) > limit and max(map(len, text.split(b"\n"))) > limit:
                 raise Unsupported
-            objs = list(map(orjson.loads, lines))
-            del lines
-            if set(map(type, objs)) != {dict}:
-                raise Unsupported
-            if line == 1 and objs[0].get("event") == "header":
-                columns.set_header(objs[0])
-                objs, line = objs[1:], 2
-            columns.add(objs, line)
-            line += len(objs)
+            if line == 1:
+                text, line = _after_header(text, columns)
+                if text is None:
+                    continue
+            line += columns.add_block(text, line)
     finally:
         reader.close()
     return columns.build(str(path), digest.hexdigest())
+
+
+def _after_header(text: bytes, columns: _Columns) -> tuple[bytes | None, int]:
+    """The first block's text after its header line, if it has one (``None``: nothing more),
+    and the number of the line the text starts on."""
+    end = text.find(b"\n")
+    first = orjson.loads(text if end < 0 else text[:end])
+    if type(first) is not dict or first.get("event") != "header":
+        return text, 1
+    columns.set_header(first)
+    return (None if end < 0 else text[end + 1 :]), 2
 
 
 class _ReadAhead:
@@ -218,10 +303,14 @@ def _line_blocks(blocks, limit: int) -> Iterator[bytes]:
 
 
 def _pick(values: list, index: np.ndarray) -> list:
-    """``[values[i] for i in index]``, in C."""
+    """``[values[i] for i in index]`` (``index`` increasing), in C."""
     if index.shape[0] == len(values):
         return values
-    return list(map(values.__getitem__, index.tolist()))
+    if index.shape[0] * 8 < len(values):
+        return list(map(values.__getitem__, index.tolist()))
+    keep = np.zeros(len(values), bool)
+    keep[index] = True
+    return list(compress(values, keep.tolist()))
 
 
 def _strings(rows: list[dict], key: str, default) -> list[str]:
@@ -232,10 +321,10 @@ def _strings(rows: list[dict], key: str, default) -> list[str]:
     return values
 
 
-def _packed(rows: list[dict], key: str, default) -> tuple[bytes, np.ndarray]:
-    """Field ``key`` of every row (``default`` when absent) as ``_encode`` gives it; a value
-    that is not a string makes the join fail (``TypeError``), which saves a type check."""
-    return _encode(list(map(dict.get, rows, repeat(key), repeat(default))))
+def _field(rows: list[dict], key: str, default) -> list:
+    """Field ``key`` of every row (``default`` when absent), unchecked: ``_encode`` refuses a
+    value that is not a string (``TypeError``), which saves a type check."""
+    return list(map(dict.get, rows, repeat(key), repeat(default)))
 
 
 def _numbers(rows: list[dict], key: str, default) -> np.ndarray:
@@ -249,19 +338,23 @@ def _as_numbers(values: Sequence) -> np.ndarray:
     ``MAX_MAGNITUDE``."""
     if values and not set(map(type, values)) <= _NUMBER:
         raise Unsupported
-    out = np.array(values, dtype=np.float64)
-    if bool((np.abs(out) > MAX_MAGNITUDE).any()):
+    return _within(np.array(values, dtype=np.float64))
+
+
+def _within(values: np.ndarray) -> np.ndarray:
+    """``values``, if none is larger than ``MAX_MAGNITUDE`` in size (NaN: absent, passes)."""
+    if bool((np.abs(values) > MAX_MAGNITUDE).any()):
         raise Unsupported
-    return out
+    return values
 
 
 def _encode(values: list[str]) -> tuple[bytes, np.ndarray]:
     """``values`` UTF-8 encoded end to end, and each one's length in bytes."""
     joined = "".join(values)  # TypeError unless all are strings
     if joined.isascii():
-        return joined.encode("ascii"), np.array(list(map(len, values)), np.int64)
+        return joined.encode("ascii"), np.fromiter(map(len, values), np.int64, len(values))
     raw = list(map(str.encode, values))
-    return b"".join(raw), np.array(list(map(len, raw)), np.int64)
+    return b"".join(raw), np.fromiter(map(len, raw), np.int64, len(raw))
 
 
 def _merged(obj: dict, meta: dict, known: frozenset) -> dict:
@@ -325,17 +418,176 @@ def _metas(rows: list[dict], known: frozenset) -> tuple[np.ndarray, bytes, np.nd
                 metas[r] = _merged(obj, metas[r], known)
     full = np.flatnonzero(np.fromiter(map(bool, metas), bool, len(metas)))
     data, lengths = _dumps(_pick(metas, full))
-    # only an object with MAX_DEPTH brackets in its text can nest that deep (and with one
-    # bracket each, none is nested at all)
-    if data.count(b"{") + data.count(b"[") > lengths.shape[0]:
-        text = np.frombuffer(data, np.uint8)
-        starts = np.zeros(lengths.shape[0], np.int64)
-        np.cumsum(lengths[:-1], out=starts[1:])
-        brackets = np.add.reduceat(((text == 0x7B) | (text == 0x5B)).astype(np.int32), starts)
-        for r in full[brackets >= MAX_DEPTH].tolist():
-            if _depth_error(rows[r]) is not None:
-                raise Unsupported
+    for r in full[_maybe_deep(data, lengths)].tolist():
+        if _depth_error(rows[r]) is not None:
+            raise Unsupported
     return full, data, lengths
+
+
+def _maybe_deep(data: bytes, lengths: np.ndarray) -> np.ndarray:
+    """Which of the JSON texts ``data`` (end to end, ``lengths`` bytes each) might nest
+    ``MAX_DEPTH`` deep: only a text with that many brackets can (and with one bracket each,
+    none is nested at all)."""
+    if data.count(b"{") + data.count(b"[") <= lengths.shape[0]:
+        return np.zeros(0, np.int64)
+    text = np.frombuffer(data, np.uint8)
+    starts = np.zeros(lengths.shape[0], np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    brackets = np.add.reduceat(((text == 0x7B) | (text == 0x5B)).astype(np.int32), starts)
+    return np.flatnonzero(brackets >= MAX_DEPTH)
+
+
+def _raw_metas(raws: Sequence[msgspec.Raw]) -> tuple[np.ndarray, bytes, np.ndarray]:
+    """``_metas`` for typed events: the rows whose meta is not empty, and their JSON texts as
+    the exact parser stores them (``orjson.dumps`` of what ``orjson.loads`` makes of the
+    line's text); gives up on a meta that is not an object or nests too deep.
+
+    Each distinct text is decoded once (metas repeat: an agent trace has a handful), by orjson,
+    which also validates it (msgspec skips it unchecked); a text that is already what
+    ``orjson.dumps`` writes (compact, keys once, orjson's number forms) is kept as it is."""
+    texts = list(map(bytes, raws))
+    distinct = dict.fromkeys(texts)
+    distinct.pop(b"", None)  # no meta
+    given = list(distinct)
+    values = list(map(orjson.loads, given))
+    if values and set(map(type, values)) != {dict}:
+        raise Unsupported
+    canon = list(map(orjson.dumps, values))
+    if canon != given:
+        as_stored = dict(zip(given, canon))
+        as_stored[b""] = b""
+        texts = list(map(as_stored.__getitem__, texts))
+    sizes = np.array(list(map(len, canon)), np.int64)
+    for k in _maybe_deep(b"".join(canon), sizes).tolist():
+        if _depth_error({"meta": values[k]}) is not None:
+            raise Unsupported
+    lengths = np.fromiter(map(len, texts), np.int64, len(texts))
+    full = np.flatnonzero(lengths > 2)  # b"{}": an empty object, b"": none (not stored)
+    if full.shape[0] == len(texts):
+        return full, b"".join(texts), lengths
+    return full, b"".join(_pick(texts, full)), lengths[full]
+
+
+def _typed_events(text: bytes) -> list | None:
+    """The events of ``text``, one a line, as typed structs; ``None`` unless every line is
+    one event that msgspec decodes (and type-checks) as a write, request, pin, unpin or
+    annotate.
+
+    ``decode_lines`` reads a stream of values, blind to where the lines break; the exact
+    parser wants one object per line.  Every line break here lies between a ``}`` and a
+    ``{`` (the check below), which no JSON value holds inside itself: a string cannot hold a
+    raw line break, and ``}`` then ``{`` is not valid inside an object or a list (msgspec
+    checks the grammar of the text it skips too, tests/test_fast_parse.py; only its UTF-8 and
+    number ranges go unchecked, which orjson then checks).  So each value lies within one
+    line, each line starts one, and ``n`` values for ``n`` lines means one a line (and the
+    k-th event is the k-th line, which the pins' second decoding relies on)."""
+    chars = np.frombuffer(text, np.uint8)
+    if chars.shape[0] < 2 or chars[0] != 0x7B or chars[-1] != 0x7D:  # { ... }
+        return None
+    breaks = np.flatnonzero(chars == 0x0A)  # (neither the first nor the last byte)
+    n = breaks.shape[0] + 1
+    if n > 1 and not (
+        bool((chars[breaks - 1] == 0x7D).all()) and bool((chars[breaks + 1] == 0x7B).all())
+    ):
+        return None
+    try:
+        events = _DECODER.decode_lines(text)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return events if len(events) == n else None
+
+
+class _DictRows:
+    """Reads the fields of events decoded by orjson (dicts), checking their types."""
+
+    @staticmethod
+    def kinds(objs: list[dict]) -> np.ndarray:
+        kinds = map(_KIND.get, map(_EVENT, objs), repeat(-1))
+        return np.fromiter(kinds, np.int8, len(objs))
+
+    @staticmethod
+    def times(objs: list[dict]) -> np.ndarray:
+        return _numbers(objs, "t", math.nan)
+
+    @staticmethod
+    def streams(rows: list[dict]) -> list[str]:
+        return _strings(rows, "stream", "")
+
+    @staticmethod
+    def writes(rows: list[dict]) -> _WriteColumns:
+        ids, tokens, types = zip(*map(_WRITE_REQUIRED, rows))  # KeyError if one is missing
+        strings = tuple(_field(rows, key, "") for key in ("text", "task", "session"))
+        return (ids, _as_numbers(tokens), types, _numbers(rows, "cost", 0.0), strings,
+                _metas(rows, WRITE_FIELDS))  # fmt: skip
+
+    @staticmethod
+    def requests(rows: list[dict]) -> _RequestColumns:
+        ids, needs = zip(*map(_REQUEST_REQUIRED, rows))
+        if set(map(type, needs)) != {list}:
+            raise Unsupported
+        return ids, needs, _field(rows, "text", ""), _metas(rows, REQUEST_FIELDS)
+
+    @staticmethod
+    def targets(objs: list[dict], index: np.ndarray) -> list[dict]:
+        return _pick(objs, index)
+
+
+def _attributes(rows: list, getters: tuple[attrgetter, ...]) -> list[list]:
+    """Each attribute of ``rows`` as a list (one pass per attribute, in C: faster than one
+    pass making a tuple per row and a transposition)."""
+    return [list(map(get, rows)) for get in getters]
+
+
+class _TypedRows:
+    """Reads the fields of events decoded by msgspec (types already checked) from the block
+    ``text``."""
+
+    def __init__(self, text: bytes):
+        self.text = text
+
+    @staticmethod
+    def kinds(events: list) -> np.ndarray:
+        return np.fromiter(map(_STRUCT_KIND.__getitem__, map(type, events)), np.int8, len(events))
+
+    @staticmethod
+    def times(events: list) -> np.ndarray:
+        return _within(np.fromiter(map(_T, events), np.float64, len(events)))
+
+    @staticmethod
+    def streams(rows: list) -> list[str]:
+        return list(map(_STREAM, rows))
+
+    @staticmethod
+    def writes(rows: list[_Write]) -> _WriteColumns:
+        ids, tokens, types, cost, text, task, session, meta = _attributes(rows, _WRITE_ATTRS)
+        cost = _within(np.array(cost, np.float64))
+        return (
+            ids,
+            np.array(tokens, np.float64),
+            types,
+            cost,
+            (text, task, session),
+            _raw_metas(meta),
+        )
+
+    @staticmethod
+    def requests(rows: list[_Request]) -> _RequestColumns:
+        ids, needs, text, meta = _attributes(rows, _REQUEST_ATTRS)
+        return ids, needs, text, _raw_metas(meta)
+
+    def targets(self, events: list, index: np.ndarray) -> list[dict]:
+        """Their lines decoded again, by orjson: every field checked as the exact parser does."""
+        lines = self.text.split(b"\n")
+        objs = list(map(orjson.loads, map(lines.__getitem__, index.tolist())))
+        if set(map(type, objs)) != {dict}:
+            raise Unsupported
+        return objs
+
+
+# A block's writes: ids, tokens (float64), types, costs (float64), (texts, tasks, sessions),
+# and metas as ``_metas`` gives them; its requests: ids, needs, texts, metas.
+_WriteColumns = tuple
+_RequestColumns = tuple
 
 
 def _dumps(values: list[dict], batch: int = 4096) -> tuple[bytes, np.ndarray]:
@@ -384,9 +636,8 @@ class _Columns:
             raise Unsupported
         self.header = dict(obj)
 
-    def _streams(self, rows: list[dict]) -> np.ndarray:
-        """The stream index of each row, new streams numbered in order of appearance."""
-        names = _strings(rows, "stream", "")
+    def _streams(self, names: Sequence[str]) -> np.ndarray:
+        """The stream index of each name, new streams numbered in order of appearance."""
         index = self.stream_index
         for name in dict.fromkeys(names):
             if name not in index:
@@ -394,75 +645,80 @@ class _Columns:
                 self.stream_names.append(name)
         return np.fromiter(map(index.__getitem__, names), np.int32, len(names))
 
-    def add(self, objs: list[dict], first_line: int) -> None:
-        """Take a block of events (lines ``first_line`` on, no header)."""
-        n = len(objs)
+    def add_block(self, text: bytes, first_line: int) -> int:
+        """Take the events of ``text`` (whole lines, ``first_line`` on, no header): decoded by
+        msgspec if every line is a typed event, else by orjson line by line.  The number of
+        lines taken."""
+        events = _typed_events(text)
+        if events is not None:
+            self._add(_TypedRows(text), events, first_line)
+            return len(events)
+        objs = list(map(orjson.loads, text.split(b"\n")))
+        if set(map(type, objs)) != {dict}:
+            raise Unsupported
+        self._add(_DictRows(), objs, first_line)
+        return len(objs)
+
+    def _add(self, rows: _DictRows | _TypedRows, events: list, first_line: int) -> None:
+        n = len(events)
         if self.n_events + n >= MAX_EVENTS or first_line + n > MAX_LINE:
             raise Unsupported
-        kinds = map(_KIND.get, map(_EVENT, objs), repeat(-1))
-        kind = np.fromiter(kinds, np.int8, n)
+        kind = rows.kinds(events)
         if n and int(kind.min()) < 0:
             raise Unsupported
-        t = _numbers(objs, "t", math.nan)
+        t = rows.times(events)
         stream = np.full(n, -1, np.int32)
         own = np.flatnonzero(kind <= REQUEST)  # writes and requests name their stream
-        stream[own] = self._streams(_pick(objs, own))
+        stream[own] = self._streams(rows.streams(_pick(events, own)))
         ref = np.full(n, -1, np.int32)
         e0 = self.n_events
         w, r = np.flatnonzero(kind == WRITE), np.flatnonzero(kind == REQUEST)
         ref[w] = np.arange(self.n_items, self.n_items + w.shape[0])
         ref[r] = np.arange(self.n_requests, self.n_requests + r.shape[0])
-        self._writes(_pick(objs, w), w + e0, stream[w])
-        self._requests(_pick(objs, r), r + e0, stream[r])
+        if w.shape[0]:
+            self._writes(rows.writes(_pick(events, w)), w + e0, stream[w])
+        if r.shape[0]:
+            self._requests(rows.requests(_pick(events, r)), r + e0, stream[r])
         targets = np.flatnonzero(kind > REQUEST)
         if targets.shape[0]:
-            self._targets(_pick(objs, targets), targets + e0, kind[targets])
+            self._targets(rows.targets(events, targets), targets + e0, kind[targets])
         line = np.arange(first_line, first_line + n, dtype=np.int32)
         self._keep(ev_kind=kind, ev_stream=stream, ev_ref=ref, ev_t=t, ev_line=line)
         self.n_events += n
 
-    def _writes(self, rows: list[dict], events: np.ndarray, stream: np.ndarray) -> None:
-        if not rows:
-            return
-        ids, tokens, types = zip(*map(_WRITE_REQUIRED, rows))  # KeyError if one is missing
-        tokens = _as_numbers(tokens)
+    def _writes(self, cols: _WriteColumns, events: np.ndarray, stream: np.ndarray) -> None:
+        ids, tokens, types, cost, strings, meta = cols
         if not bool(((tokens > 0) & (tokens <= MAX_TOKENS) & (tokens == np.trunc(tokens))).all()):
             raise Unsupported
-        # no type check: only strings are keys
-        type_code = np.fromiter(map(TYPE_CODE.get, types, repeat(-1)), np.int8, len(rows))
+        # (no type check: only strings are keys)
+        type_code = np.fromiter(map(TYPE_CODE.get, types, repeat(-1)), np.int8, len(types))
         if int(type_code.min()) < 0:
             raise Unsupported
-        cost = _numbers(rows, "cost", 0.0)
         data, lengths = _encode(ids)
         if not bool(lengths.all()):
             raise Unsupported  # an empty id
         self.item_id.extend(data, lengths)
-        for column, key in ((self.item_text, "text"), (self.item_task, "task"),
-                            (self.item_session, "session")):  # fmt: skip
-            column.extend(*_packed(rows, key, ""))
-        self.item_meta.extend(len(rows), *_metas(rows, WRITE_FIELDS))
+        for column, values in zip((self.item_text, self.item_task, self.item_session), strings):
+            column.extend(*_encode(values))
+        self.item_meta.extend(len(types), *meta)
         self._keep(item_tokens=tokens.astype(np.int64), item_type=type_code, item_cost=cost,
                    item_stream=stream, item_event=events.astype(np.int64))  # fmt: skip
-        self.n_items += len(rows)
+        self.n_items += len(types)
 
-    def _requests(self, rows: list[dict], events: np.ndarray, stream: np.ndarray) -> None:
-        if not rows:
-            return
-        ids, needs = zip(*map(_REQUEST_REQUIRED, rows))
+    def _requests(self, cols: _RequestColumns, events: np.ndarray, stream: np.ndarray) -> None:
+        ids, needs, text, meta = cols
         data, lengths = _encode(ids)
         if not bool(lengths.all()):
-            raise Unsupported
-        if set(map(type, needs)) != {list}:
             raise Unsupported
         flat = list(chain.from_iterable(needs))
         need_data, need_lengths = _encode(flat)  # TypeError on alternatives (format 1.1)
         self.req_id.extend(data, lengths)
         self.need_id.extend(need_data, need_lengths)
-        self.req_text.extend(*_packed(rows, "text", ""))
-        self.req_meta.extend(len(rows), *_metas(rows, REQUEST_FIELDS))
-        count = np.fromiter(map(len, needs), np.int64, len(rows))
+        self.req_text.extend(*_encode(text))
+        self.req_meta.extend(len(ids), *meta)
+        count = np.fromiter(map(len, needs), np.int64, len(ids))
         self._keep(req_stream=stream, req_event=events.astype(np.int64), need_count=count)
-        self.n_requests += len(rows)
+        self.n_requests += len(ids)
 
     def _targets(self, rows: list[dict], events: np.ndarray, kinds: np.ndarray) -> None:
         """Pins, unpins and annotations: few, so one at a time."""
@@ -556,25 +812,27 @@ def _lookup(item_id: PackedStrings, req_id: PackedStrings, wanted: list[pa.Array
     """The item index of each id in each of ``wanted``, after checking that no id is defined
     twice; gives up on an id that is not a write's.
 
-    One Arrow hash table of every id, probed with every id (each must find itself: else it is
-    a duplicate) and then with the wanted ones, in the system allocator, whose freed memory
-    ``load_trace`` hands back (Arrow's own pool would keep it)."""
+    One pass of an Arrow hash table over every id and then the wanted ones
+    (``dictionary_encode``: each new string gets the next number): every id must be new (else
+    it is a duplicate) and every wanted one must not (else it is unknown), and it must be a
+    write's.  (Half the time of building a table of the ids and probing it with all of them.)
+    In the system allocator, whose freed memory ``load_trace`` hands back (Arrow's own pool
+    would keep it)."""
     n_items, n_ids = len(item_id), len(item_id) + len(req_id)
-    ids = pa.chunked_array([_arrow(item_id), _arrow(req_id)], type=pa.large_string())
-    probes = pa.chunked_array([*ids.chunks, *wanted], type=pa.large_string())
-    found = pc.index_in(probes, value_set=ids, memory_pool=pa.system_memory_pool())
-    if found.null_count:
-        raise Unsupported  # an unknown id
-    index = found.to_numpy().astype(np.int64)
-    del found
+    strings = pa.chunked_array([_arrow(item_id), _arrow(req_id), *wanted], type=pa.large_string())
+    if len(strings) == 0:
+        return [np.zeros(0, np.int64) for _ in wanted]
+    codes = pc.dictionary_encode(strings, memory_pool=pa.system_memory_pool())
+    index = np.concatenate([chunk.indices.to_numpy() for chunk in codes.chunks])
+    del codes
     if not np.array_equal(index[:n_ids], np.arange(n_ids)):
         raise Unsupported  # a duplicate id
     out, lo = [], n_ids
     for array in wanted:
-        out.append(index[lo : lo + len(array)])
+        out.append(index[lo : lo + len(array)].astype(np.int64))
         lo += len(array)
     if any(bool((part >= n_items).any()) for part in out):
-        raise Unsupported  # a request's id
+        raise Unsupported  # an unknown id, or a request's
     return out
 
 

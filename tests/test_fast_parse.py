@@ -17,6 +17,7 @@ import threading
 from dataclasses import fields
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import orjson
 import pytest
@@ -27,19 +28,24 @@ from memlens.datasets.archetypes import GENERATORS, generate
 from memlens import fast_parse
 from memlens.fast_parse import Unsupported, load_fast, parse_fast
 from memlens.trace import Trace
-from memlens.trace_io import TraceError, load_trace, load_trace_exact, write_trace
+from memlens.trace_io import (
+    TraceError,
+    load_trace,
+    load_trace_exact,
+    write_trace,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def assert_same_trace(a: Trace, b: Trace) -> None:
-    """Every field equal; numeric columns also of the same dtype."""
+    """Every field equal; numeric columns also of the same dtype, and the same bytes."""
     for f in fields(Trace):
         x, y = getattr(a, f.name), getattr(b, f.name)
         if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
             assert isinstance(x, np.ndarray) and isinstance(y, np.ndarray), f.name
             assert x.dtype == y.dtype, f.name
-            assert np.array_equal(x, y), f.name
+            assert x.shape == y.shape and x.tobytes() == y.tobytes(), f.name  # bit for bit
         else:
             assert x == y, f.name
 
@@ -53,7 +59,8 @@ def outcome(load, path):
 
 def check_same(path) -> Trace | None:
     """load_trace == load_trace_exact, and the bulk parser accepts only what the exact one
-    accepts, building the same trace.  The bulk trace (None if it gave up)."""
+    accepts, building the same trace, with its typed (msgspec) decoding and without it (every
+    block through orjson).  The bulk trace (None if it gave up)."""
     exact = outcome(load_trace_exact, path)
     both = outcome(load_trace, path)
     assert both[0] == exact[0]
@@ -61,13 +68,44 @@ def check_same(path) -> Trace | None:
         assert both[1] == exact[1]
     else:
         assert_same_trace(both[1], exact[1])
+    untyped = bulk_untyped(path)
     try:
         fast = parse_fast(path)
     except fast_parse._GIVE_UP:
         return None
     assert exact[0] == "trace", f"the bulk parser accepted a trace rejected with {exact[1]}"
     assert_same_trace(fast, exact[1])
+    if untyped is not None:
+        assert_same_trace(untyped, exact[1])
     return fast
+
+
+def bulk_untyped(path) -> Trace | None:
+    """The bulk parser's trace with every block decoded by orjson (None if it gave up)."""
+    original = fast_parse._typed_events
+    fast_parse._typed_events = lambda text: None
+    try:
+        return parse_fast(path)
+    except fast_parse._GIVE_UP:
+        return None
+    finally:
+        fast_parse._typed_events = original
+
+
+class TypedBlocks:
+    """Counts the blocks the typed (msgspec) decoding took and left."""
+
+    def __init__(self, monkeypatch):
+        self.taken = self.left = 0
+        original = fast_parse._typed_events
+
+        def spy(text):
+            events = original(text)
+            self.taken += events is not None
+            self.left += events is None
+            return events
+
+        monkeypatch.setattr(fast_parse, "_typed_events", spy)
 
 
 # ------------------------------------------------------------------ real and generated traces
@@ -87,11 +125,14 @@ def test_bundled_traces_load_identically(name):
 
 @pytest.mark.parametrize("archetype", sorted(GENERATORS))
 @pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz"])
-def test_generated_traces_load_identically(tmp_path, archetype, suffix):
+def test_generated_traces_load_identically(tmp_path, archetype, suffix, monkeypatch):
     path = tmp_path / f"{archetype}{suffix}"
     events = generate(archetype, streams=3, events_per_stream=400, seed=3)
     write_trace(path, events, header={"generator": archetype})
+    monkeypatch.setattr(fast_parse, "BLOCK_BYTES", 4096)  # several blocks
+    blocks = TypedBlocks(monkeypatch)
     assert check_same(path) is not None
+    assert blocks.taken > 1 and blocks.left == 0  # all decoded the typed way
 
 
 def test_lines_across_blocks_and_no_final_newline(tmp_path, monkeypatch):
@@ -264,18 +305,24 @@ def trace_bytes(draw) -> bytes:
         k = draw(st.integers(0, len(lines) - 1))
         lines[k] = draw(st.sampled_from([lines[k][:-1], lines[k] + b"\r", b"", b"  ",
                                          lines[k] + b" ", b"[1]", b"\xff" + lines[k]]))  # fmt: skip
+    if len(lines) > 1 and draw(st.integers(0, 4)) == 0:  # move a line break
+        k = draw(st.integers(0, len(lines) - 2))
+        cut = draw(st.integers(1, max(1, len(lines[k]) - 1)))
+        joint = draw(st.sampled_from([b"", b" ", b","]))
+        merged = lines[k] + joint + lines[k + 1]
+        lines[k : k + 2] = [merged] if draw(st.booleans()) else [merged[:cut], merged[cut:]]
     text = b"\n".join(lines)
     return text if draw(st.booleans()) else text + b"\n"
 
 
 @settings(max_examples=max(300, settings().max_examples))
-@given(data=trace_bytes(), gz=st.booleans())
-def test_bulk_and_exact_parsers_agree(data, gz):
+@given(data=trace_bytes(), gz=st.booleans(), block=st.sampled_from([61, 1 << 20]))
+def test_bulk_and_exact_parsers_agree(data, gz, block):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / ("t.jsonl.gz" if gz else "t.jsonl")
         path.write_bytes(gzip.compress(data, mtime=0) if gz else data)
         original = fast_parse.BLOCK_BYTES
-        fast_parse.BLOCK_BYTES = 61  # lines cross block boundaries
+        fast_parse.BLOCK_BYTES = block  # 61: lines cross block boundaries; else one block
         try:
             check_same(path)
         finally:
@@ -305,3 +352,136 @@ def test_bulk_parser_gives_up_rather_than_report(tmp_path):
     with pytest.raises(TraceError) as info:
         load_trace(path)
     assert (info.value.line, info.value.field) == (1, "needs")
+
+
+# ------------------------------------------------------------ the typed (msgspec) decoding
+W = '{"event":"write","id":"%s","tokens":3,"type":"user_input","stream":"s"%s}'
+R = '{"event":"request","id":"%s","needs":["a"],"stream":"s"%s}'
+
+
+def lines_of(*lines: str) -> bytes:
+    return "\n".join(lines).encode() + b"\n"
+
+
+# name -> (file text, who loads it: "typed" = the bulk parser, every block decoded by msgspec;
+# "orjson" = the bulk parser, some block decoded line by line by orjson; "exact" = the bulk
+# parser gives up and the exact parser decides: loads it, or names the error)
+TYPED_CASES = {
+    "plain": (lines_of(W % ("a", ""), R % ("r", "")), "typed"),
+    "escaped keys": (lines_of(W % ("a", ',"\\u0074ext":"x"'), '{"\\u0065vent":"pin","target":"a"}'),
+                     "typed"),
+    "duplicate key, last wins": (lines_of(W % ("a", ',"text":5,"text":"y"')), "orjson"),
+    "duplicate event tag": (lines_of(W % ("a", ',"event":"request"')), "exact"),
+    "tokens 2.0": (lines_of(W.replace('"tokens":3', '"tokens":2.0') % ("a", "")), "typed"),
+    "tokens 2.5": (lines_of(W.replace('"tokens":3', '"tokens":2.5') % ("a", "")), "exact"),
+    "tokens true": (lines_of(W.replace('"tokens":3', '"tokens":true') % ("a", "")), "exact"),
+    "huge tokens": (lines_of(W.replace('"tokens":3', '"tokens":1' + "0" * 30) % ("a", "")), "exact"),
+    "t null": (lines_of(W % ("a", ',"t":null')), "exact"),
+    "t -0": (lines_of(W % ("a", ',"t":-0')), "typed"),
+    "t -0.0": (lines_of(W % ("a", ',"t":-0.0')), "typed"),
+    "t too large": (lines_of(W % ("a", ',"t":1e16')), "exact"),
+    "t infinite": (lines_of(W % ("a", ',"t":1e999')), "exact"),
+    "cost bool": (lines_of(W % ("a", ',"cost":false')), "exact"),
+    "empty id": (lines_of(W % ("", "")), "exact"),
+    "meta null": (lines_of(W % ("a", ',"meta":null')), "exact"),
+    "meta a list": (lines_of(W % ("a", ',"meta":[1]')), "exact"),
+    "meta empty": (lines_of(W % ("a", ',"meta":{}'), R % ("r", ',"meta":{ }')), "typed"),
+    "meta not compact": (lines_of(W % ("a", ',"meta":{ "k" : [1, 2.50, 1E2, "\\u00e9"] }')), "typed"),
+    "meta duplicate keys": (lines_of(W % ("a", ',"meta":{"k":1,"j":2,"k":3}')), "typed"),
+    "meta big integer": (lines_of(W % ("a", ',"meta":{"k":123456789012345678901234567890}')),
+                         "typed"),
+    "meta bad UTF-8": (b'{"event":"write","id":"a","tokens":3,"type":"user_input",'
+                       b'"meta":{"k":"\xff"}}\n', "exact"),
+    "meta bad number": (lines_of(W % ("a", ',"meta":{"k":1e999}')), "exact"),
+    "meta lone surrogate": (lines_of(W % ("a", ',"meta":{"k":"\\ud800"}')), "exact"),
+    "meta 63 deep": (lines_of(W % ("a", ',"meta":{"d":' + "[" * 62 + "]" * 62 + "}")), "typed"),
+    "meta 64 deep": (lines_of(W % ("a", ',"meta":{"d":' + "[" * 63 + "]" * 63 + "}")), "exact"),
+    "meta very deep": (lines_of(W % ("a", ',"meta":{"d":' + "[" * 50000 + "]" * 50000 + "}")),
+                       "exact"),
+    "unknown field": (lines_of(W % ("a", ',"extra":[1]'), R % ("r", ',"tokens":4')), "orjson"),
+    "alternatives": (lines_of('{"event":"header","version":"1.1"}', W % ("a", ""),
+                              '{"event":"request","id":"r","needs":[["a"]],"stream":"s"}'), "exact"),
+    "pin, bad skipped field": (b'{"event":"write","id":"a","tokens":3,"type":"user_input"}\n'
+                               b'{"event":"pin","target":"a","note":"\xff"}\n', "exact"),
+    "pin, wrong stream": (lines_of(W % ("a", ""), '{"event":"pin","target":"a","stream":"z"}'),
+                          "exact"),
+    "annotate": (lines_of(W % ("a", ""), '{"event":"annotate","target":"a","value":1,"note":"n"}',
+                          '{"event":"unpin","target":"a","value":"any"}'), "typed"),
+    "annotate value true": (lines_of(W % ("a", ""), '{"event":"annotate","target":"a","value":true}'),
+                            "exact"),
+    # one value a line: decode_lines alone would read these as the right number of events
+    "two on a line, one on two": (lines_of(W % ("a", "") + " " + W % ("b", ""),
+                                           '{"event":"write","id":"c","tokens":3,',
+                                           '"type":"user_input"}'), "exact"),
+    "comma between two": (lines_of(W % ("a", "") + "," + W % ("b", ""), W % ("c", ""),
+                                   '{"event":"write","id":"d","tokens":3,"type":"user_input",'
+                                   '"meta":{"k":[{}', '{}]}}'), "exact"),
+    "line break in a pin's skipped field": (lines_of(W % ("a", "") + " " + W % ("b", ""),
+                                                     '{"event":"pin","target":"a","x":[{}',
+                                                     '{"event":"pin","target":"a"}]}'), "exact"),
+    "line break in a string": (lines_of(W % ("a", ',"text":"x'), 'y"') + lines_of(W % ("b", "")),
+                               "exact"),
+    "line break in a meta": (lines_of(W % ("a", ',"meta":{"k":{}'), '}') + lines_of(W % ("b", "")),
+                             "exact"),
+    "blank line": (lines_of(W % ("a", ""), "", W % ("b", "")), "exact"),
+    "space at line ends": (lines_of(W % ("a", "") + " ", " " + W % ("b", "")), "orjson"),
+    "later header": (lines_of(W % ("a", ""), '{"event":"header","version":1}'), "exact"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(TYPED_CASES))
+def test_typed_decoding_agrees_with_the_exact_parser(tmp_path, monkeypatch, name):
+    """Hand-made lines where msgspec's rules (types, defaults, skipped text, decode_lines'
+    stream of values) could part from the exact parser's: same outcome, and each is loaded by
+    the path it is meant to take."""
+    text, expected = TYPED_CASES[name]
+    if not text.startswith(b'{"event":"header"'):  # (the first line is read apart, by orjson)
+        text = b'{"event":"header","version":1}\n' + text
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(text)
+    blocks = TypedBlocks(monkeypatch)
+    fast = check_same(path)
+    assert ("exact" if fast is None else "orjson" if blocks.left else "typed") == expected
+    assert blocks.taken + blocks.left > 0
+
+
+@pytest.mark.parametrize("skipped", ['[1 2]', '{"a" 1}', '[{}\n{}]', '"a\nb"', "tru",
+                                     "[1,]", '{"a":1,}', "[}", '"\x01"'])  # fmt: skip
+def test_msgspec_checks_the_grammar_of_the_text_it_skips(skipped):
+    """What ``_typed_events`` relies on to tell the lines apart: a field msgspec skips (a pin's
+    extra field) or keeps as text (``meta``) is still parsed by the JSON grammar."""
+    for template in (
+        '{"event":"pin","target":"a","x":%s}',
+        '{"event":"write","id":"a","tokens":1,"type":"user_input","meta":{"k":%s}}',
+    ):
+        line = template % skipped
+        with pytest.raises(msgspec.DecodeError):
+            fast_parse._DECODER.decode(line.encode())
+
+
+def test_non_canonical_metas_stored_as_the_exact_parser_writes_them(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(TYPED_CASES["meta not compact"][0])
+    trace = check_same(path)
+    assert trace is not None
+    assert trace.item_meta[0] == {"k": [1, 2.5, 100.0, "é"]}
+
+
+number = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    st.integers(-(2**80), 2**80).map(str),
+    st.from_regex(r"-?(0|[1-9][0-9]{0,25})(\.[0-9]{1,25})?([eE][+-]?[0-9]{1,3})?", fullmatch=True),
+)
+
+
+@settings(max_examples=max(200, settings().max_examples))
+@given(t=number)
+def test_typed_numbers_are_the_exact_parsers_bit_for_bit(t):
+    """msgspec's number reading against orjson's (the exact parser's), through the whole
+    load: the same float64, sign of zero included (``assert_same_trace`` compares bytes), or
+    the exact parser's refusal."""
+    line = f'{{"event":"write","id":"a","tokens":1,"type":"user_input","t":{t},"cost":{t}}}'
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "t.jsonl"
+        path.write_bytes(line.encode() + b"\n")
+        check_same(path)
