@@ -101,6 +101,22 @@ def kernel_of(policy: object) -> str | None:
     return name
 
 
+_BUDGETS_AHEAD_KEY = "_memlens_budgets_ahead"
+
+
+def announce_budgets(trace, budgets: list[int]) -> None:
+    """Tell the policies replaying ``trace`` next which budgets will follow (a sweep's batch
+    of one (trace, policy)): a policy whose per-budget preparation is cheaper for several
+    budgets at once (the learned scorer's pass over its anchors) may do them together.
+    Results never depend on it."""
+    trace.__dict__[_BUDGETS_AHEAD_KEY] = [int(b) for b in budgets]
+
+
+def budgets_ahead(trace) -> list[int]:
+    """The budgets :func:`announce_budgets` announced for ``trace`` (none: [])."""
+    return list(trace.__dict__.get(_BUDGETS_AHEAD_KEY, []))
+
+
 class PolicyError(RuntimeError):
     """A policy broke the interface contract (evicted a pinned or absent item, ...)."""
 

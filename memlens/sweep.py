@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, fields
 from memlens import resume
 from memlens.parallel import connect_ray, run_parallel, workers
 from memlens.pipeline import ROW_ANALYZERS, forget_traces, load_trace, run
+from memlens.policy import announce_budgets
 from memlens.report import Report, git_commit
 from memlens.settings import CommonConfig, CompareConfig, RunConfig, policy_kwargs
 
@@ -134,6 +135,8 @@ def run_batch(jobs: list[Job]) -> list[tuple[Report | None, str | None]]:
     except Exception:  # noqa: BLE001 - each job reports it as its own failure
         trace = None
     before = set(trace.__dict__) if trace is not None else set()
+    if trace is not None:
+        announce_budgets(trace, [job.settings.budget for job in jobs])
     try:
         return [run_job(job) for job in jobs]
     finally:

@@ -53,13 +53,14 @@ from memlens.decision_features import (
     ANCHOR_WRITE,
     COLUMN,
     TIER_LOWER,
+    context,
     decision_features,
     decision_points,
     default_tier,
     set_budget,
 )
 from memlens.learned_model import CompiledForest, LearnedModel, ValueScorer, load_model
-from memlens.policy import ADMIT_FETCH, Policy, PolicyContext, compiled_kernel
+from memlens.policy import ADMIT_FETCH, Policy, PolicyContext, budgets_ahead, compiled_kernel
 from memlens.trace import ANNOTATE, PIN, UNPIN, Trace
 
 ABSENT, ACTIVE, PINNED = 0, 1, 2
@@ -75,7 +76,7 @@ class AnchorTable:
         pts = decision_points(trace)
         self.points = pts
         self.trace = trace
-        self.X = decision_features(trace, pts.item, pts.event, default_tier(trace, pts), 1)
+        self.tier = default_tier(trace, pts)
         rows = np.arange(len(pts))
         need = pts.kind == ANCHOR_NEED
         self.need_rows = rows[need]
@@ -86,13 +87,21 @@ class AnchorTable:
         fb = rows[pts.kind == ANCHOR_FEEDBACK]
         self.feedback_rows = fb
         self.feedback_label = _feedback_labels(trace, pts.event[fb])
-        self.clock = self.X[:, COLUMN["stream_requests"]].copy()
+        self.clock = context(trace).req_clock[pts.event].astype(np.float64)  # its X column
         self.log_tokens = np.log(trace.item_tokens[pts.item].astype(np.float64))
         # per stream: its feedback and checkpoint rows in event order (taken in as they pass)
         timed = rows[(pts.kind == ANCHOR_FEEDBACK) | (pts.kind == ANCHOR_OTHER)]
         stream = trace.ev_stream[pts.event[timed]]
         self.stream_timed = [timed[stream == s] for s in range(trace.n_streams)]
         self.is_feedback = pts.kind == ANCHOR_FEEDBACK
+
+    @cached_property
+    def X(self) -> np.ndarray:
+        """Every anchor's features (budget columns: set before each use).  Only online
+        estimators and retraining need it whole; compiled models score a block of anchors at a
+        time (:meth:`raw_blocks`): on a 10M-event trace the whole matrix is ten gigabytes."""
+        pts = self.points
+        return decision_features(self.trace, pts.item, pts.event, self.tier, 1)
 
     @cached_property
     def lists(self) -> dict[str, list]:
@@ -115,13 +124,25 @@ class AnchorTable:
             miss[self.need_rows] = evaluate(Xm)
         return main, miss
 
-    def raw_compiled(self, forest: CompiledForest, budget: int) -> tuple[np.ndarray, np.ndarray]:
-        """``raw`` for a compiled model, both sets of scores in one pass over the anchors."""
-        X = self.X
-        set_budget(self.trace, self.points.item, self.points.event, X, budget)
-        moved = np.zeros(len(X), np.bool_)
+    def raw_blocks(self, forest: CompiledForest, budgets: list[int]) -> dict[int, tuple]:
+        """``raw`` of a compiled model at each of ``budgets``: the features are built for a
+        block of anchors at a time (each row depends on its own anchor only) and scored at
+        every budget, in place and as missed in one pass (``CompiledForest.raw_pair``)."""
+        pts, n = self.points, len(self.points)
+        out = {int(b): (np.empty(n), np.empty(n)) for b in budgets}
+        moved = np.zeros(n, np.bool_)
         moved[self.need_rows] = True
-        return forest.raw_pair(X, moved, COLUMN["tier"], TIER_LOWER)
+        for a in range(0, n, FEATURE_BLOCK):
+            s = slice(a, min(n, a + FEATURE_BLOCK))
+            X = (self.X[s] if "X" in self.__dict__
+                 else decision_features(self.trace, pts.item[s], pts.event[s], self.tier[s], 1))  # fmt: skip
+            for b, (main, miss) in out.items():
+                set_budget(self.trace, pts.item[s], pts.event[s], X, b)
+                main[s], miss[s] = forest.raw_pair(X, moved[s], COLUMN["tier"], TIER_LOWER)
+        return out
+
+
+FEATURE_BLOCK = 1 << 20  # anchors whose features are built at once (about 300 MB)
 
 
 def _estimator_raw(table: AnchorTable, est: ValueScorer, budget: int):
@@ -161,11 +182,15 @@ def anchor_key_arrays(trace: Trace, model: LearnedModel, budget: int, decay: flo
     key = ("keys", model.sha256, int(budget), float(decay), float(size))
     if key not in cache:
         old = [k for k in cache if k[0] == "keys"]
-        for k in old[: max(0, len(old) - 3)]:
+        for k in old[: max(0, len(old) - 3)]:  # the batch's budgets follow
             del cache[k]
         table = anchor_table(trace)
-        main, miss = table.raw_compiled(model.forest, budget)
-        cache[key] = _keys(table, main, miss, decay, size)
+        ahead = (b for b in budgets_ahead(trace)
+                 if b != budget and ("keys", model.sha256, b, float(decay), float(size)) not in cache)  # fmt: skip
+        budgets = [budget, *ahead]
+        for b, (main, miss) in table.raw_blocks(model.forest, budgets).items():
+            cache[("keys", model.sha256, b, float(decay), float(size))] = _keys(
+                table, main, miss, decay, size)  # fmt: skip
     return cache[key]
 
 

@@ -13,7 +13,9 @@ from sklearn.feature_extraction.text import HashingVectorizer, TfidfVectorizer
 from memlens.decision_features import _shared_words, context
 from memlens.features import COUNT_FIELDS, content_features, text_features, unique_texts
 from memlens.learned_model import CompiledForest, ValueScorer
-from memlens.testing import rq, trace, w
+from memlens.policy import announce_budgets
+from memlens.testing import rq, trace, traces, w
+from memlens.trace_io import trace_from_events
 
 WORDS = ["Order", "ord_12", "error", "the", "failed", "INV-2024", "x", "Paris", "a.b", "7", ""]
 texts = st.lists(st.lists(st.sampled_from(WORDS), max_size=6).map(" ".join), min_size=1,
@@ -74,6 +76,24 @@ def test_tfidf_of_distinct_texts_is_the_vectoriser_s_bit_for_bit(item_texts, req
     assert got == want
 
 
+def small_model():
+    """A small model of the real feature columns, trained on random rows (cached)."""
+    global _SMALL
+    if _SMALL is None:
+        from memlens.decision_features import FEATURE_NAMES
+        from memlens.learned_model import LearnedModel
+
+        rng = np.random.default_rng(0)
+        X = rng.normal(size=(600, len(FEATURE_NAMES)))
+        y = (X[:, 0] + X[:, -1] > 0).astype(float)
+        est = ValueScorer(n_estimators=15, num_leaves=7, random_state=0).fit(X, y)
+        _SMALL = LearnedModel(est.booster_.model_to_string(), {}, "<test>")
+    return _SMALL
+
+
+_SMALL = None
+
+
 def toy_forest(seed: int = 0) -> tuple[CompiledForest, np.ndarray, ValueScorer]:
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(800, 8))
@@ -96,3 +116,27 @@ def test_one_pass_pair_equals_two_evaluations_and_lightgbm():
     assert np.array_equal(main, est.decision_function(X))
     assert np.array_equal(other, est.decision_function(X2))
     assert forest.splits_on(2).any() and not forest.splits_on(2).all()
+
+
+@settings(max_examples=25, deadline=None)
+@given(traces(max_events=40), st.integers(1, 9))
+def test_learned_scores_built_a_block_at_a_time_for_announced_budgets_equal_the_whole(
+    events, block
+):
+    """Keys from features built ``block`` anchors at a time, for two announced budgets in one
+    pass, equal the keys of the whole feature matrix scored one budget at a time."""
+    import memlens.policies.learned as learned
+
+    tr = trace_from_events(events)
+    model = small_model()
+    announce_budgets(tr, [64, 8])
+    old = learned.FEATURE_BLOCK
+    learned.FEATURE_BLOCK = block
+    try:
+        got = {b: learned.anchor_key_arrays(tr, model, b, 0.01, 0.5) for b in (8, 64)}
+    finally:
+        learned.FEATURE_BLOCK = old
+    table = learned.AnchorTable(tr)  # a fresh table: its whole X, the Python evaluator
+    for b in (8, 64):
+        main, miss = table.raw(model.raw, b)
+        assert np.array_equal(got[b], learned._keys(table, main, miss, 0.01, 0.5))
