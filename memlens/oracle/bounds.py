@@ -38,6 +38,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
+from memlens.oracle.cuts import cover_cuts
 from memlens.oracle.model import GapModel
 
 
@@ -130,8 +131,18 @@ def _group_lp_upper(model: GapModel) -> tuple[int, np.ndarray]:
     return model.forced_hits + _tolerant_floor(-res.fun, c.shape[0]), np.clip(res.x[:G], 0, 1)
 
 
-def lp_upper(model: GapModel) -> tuple[int, np.ndarray]:
-    """Integer upper bound on the stream's hits and the LP's fractional gap values.
+def lp_upper(model: GapModel, cut_rounds: int = 0) -> tuple[int, np.ndarray]:
+    """Integer upper bound on the stream's hits and the LP's fractional gap values
+    (``lp_candidates``' bound and its last LP's values)."""
+    bound, y = lp_candidates(model, cut_rounds)
+    return bound, y[-1]
+
+
+def lp_candidates(model: GapModel, cut_rounds: int = 0) -> tuple[int, np.ndarray]:
+    """Integer upper bound on the stream's hits and the LP's fractional gap values as rows:
+    with ``cut_rounds`` > 0 the first (uncut) LP's, then the last LP's, so the rounding can
+    keep the better of both (rounding the tighter LP's values is not always better; on a tie
+    the uncut LP's schedule, the one ``cut_rounds=0`` gives, is kept); else only the LP's.
 
     Solved in *chain* form, equivalent to the gap form with nesting rows: for a nesting chain
     g1 -> g2 -> ... (one item between two free starts) the variable ``d_m = y_m - y_{m+1}``
@@ -139,14 +150,64 @@ def lp_upper(model: GapModel) -> tuple[int, np.ndarray]:
     non-zeros in the differenced capacity rows) worth ``m`` hits, with ``sum_m d_m <= 1`` per
     chain.  That replaces one nesting row per gap by one row per chain and solves about 40%
     faster without demand fetch; with demand fetch every chain has one gap and nothing changes.
+
+    ``cut_rounds`` > 0 re-solves up to that many times with the cover inequalities the last
+    optimum violates (``memlens.oracle.cuts``): valid for every schedule, so the optimum stays
+    an upper bound, and lower where items are a large share of the budget.
     """
     G = model.n_gaps
+    n_points = 2 if cut_rounds > 0 else 1
     if G == 0:
-        return model.forced_hits, np.zeros(0)
+        return model.forced_hits, np.zeros((n_points, 0))
     if model.has_groups:
-        return _group_lp_upper(model)
+        bound, y = _group_lp_upper(model)
+        return bound, np.tile(y, (n_points, 1))
     K = model.points.shape[0]
     head, depth = _chains(model)
+    A_eq, b_eq, A_ub, b_ub = _chain_program(model, head)
+    ub = np.concatenate([np.ones(G), np.full(K, np.inf)])
+    c = np.concatenate([-depth.astype(np.float64), np.zeros(K)])
+    a = model.k_start[head]
+    res, first = None, None
+    n_base = b_ub.size
+    for _ in range(max(cut_rounds, 0) + 1):
+        if res is not None:
+            cut_rows, rhs = cover_cuts(a, model.k_end, head, model.size, res.x[:G], model.capacity,
+                                   G + K)  # fmt: skip
+            if rhs.size == 0:
+                break
+            # earlier cuts the last optimum does not touch are dropped (a smaller LP; any set
+            # of valid cuts gives a valid bound)
+            tight = A_ub[n_base:] @ res.x >= b_ub[n_base:] - 1e-7
+            keep = np.concatenate([np.arange(n_base), n_base + np.flatnonzero(tight)])
+            A_ub = sp.vstack([A_ub[keep], cut_rows]).tocsr()
+            b_ub = np.concatenate([b_ub[keep], rhs])
+        res = linprog(c, A_eq=A_eq, b_eq=b_eq, A_ub=A_ub if b_ub.size else None,
+                      b_ub=b_ub if b_ub.size else None,
+                      bounds=np.stack([np.zeros(G + K), ub], axis=1), method="highs")  # fmt: skip
+        if res.status != 0:
+            raise OracleSolveError(f"stream {model.stream}: LP not solved ({res.message})")
+        first = res.x[:G] if first is None else first
+    points = [first, res.x[:G]][-n_points:]
+    return model.forced_hits + _tolerant_floor(-res.fun, G), np.stack(
+        [_gap_values(d, model.prev) for d in points]
+    )
+
+
+def _gap_values(d: np.ndarray, prev: np.ndarray) -> np.ndarray:
+    """Chain-form values to gap values: ``y_g`` = sum of ``d`` over g and its successors."""
+    y = np.clip(d, 0.0, 1.0)
+    prev_l = prev.tolist()
+    for g in range(y.shape[0] - 1, -1, -1):
+        if prev_l[g] >= 0:
+            y[prev_l[g]] += y[g]
+    return np.clip(y, 0.0, 1.0)
+
+
+def _chain_program(model: GapModel, head: np.ndarray):
+    """``lp_upper``'s rows over ``[d, z]``: the differenced capacity equalities (a chain
+    interval starts at its chain's first check point) and one ``sum d <= 1`` row per chain."""
+    G, K = model.n_gaps, model.points.shape[0]
     size = model.size.astype(np.float64)
     inner = model.k_end < K
     A_eq = sp.csr_matrix(
@@ -164,30 +225,12 @@ def lp_upper(model: GapModel) -> tuple[int, np.ndarray]:
         shape=(K, G + K),
     )
     b_eq = np.diff(model.capacity.astype(np.float64), prepend=0.0)
-    kw = {}
     long_chain = np.bincount(head, minlength=G)[head] > 1
-    if long_chain.any():
-        members = np.flatnonzero(long_chain)
-        _, row = np.unique(head[members], return_inverse=True)
-        n_rows = int(row.max()) + 1
-        kw = {
-            "A_ub": sp.csr_matrix((np.ones(members.size), (row, members)), shape=(n_rows, G + K)),
-            "b_ub": np.ones(n_rows),
-        }
-    ub = np.concatenate([np.ones(G), np.full(K, np.inf)])
-    res = linprog(
-        np.concatenate([-depth.astype(np.float64), np.zeros(K)]), A_eq=A_eq, b_eq=b_eq,
-        bounds=np.stack([np.zeros(G + K), ub], axis=1), method="highs", **kw,
-    )  # fmt: skip
-    if res.status != 0:
-        raise OracleSolveError(f"stream {model.stream}: LP not solved ({res.message})")
-    d = np.clip(res.x[:G], 0.0, 1.0)
-    y = d.copy()  # y_g = sum of d over g and its successors in the chain
-    prev = model.prev.tolist()
-    for g in range(G - 1, -1, -1):
-        if prev[g] >= 0:
-            y[prev[g]] += y[g]
-    return model.forced_hits + _tolerant_floor(-res.fun, G), np.clip(y, 0.0, 1.0)
+    members = np.flatnonzero(long_chain)
+    _, row = np.unique(head[members], return_inverse=True)
+    n_rows = int(row.max()) + 1 if members.size else 0
+    A_ub = sp.csr_matrix((np.ones(members.size), (row, members)), shape=(n_rows, G + K))
+    return A_eq, b_eq, A_ub, np.ones(n_rows)
 
 
 def milp_schedule(model: GapModel, node_limit: int) -> tuple[np.ndarray | None, int | None]:

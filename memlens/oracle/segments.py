@@ -90,16 +90,18 @@ def segment(model: GapModel, lo: int, hi: int) -> tuple[GapModel, np.ndarray, np
 
 
 def segmented_lp_upper(model: GapModel, segment_references: int, lp_upper, n_jobs: int = 1):
-    """Upper bound of ``model`` from its segments' LPs (``lp_upper(sub) -> (bound, y)``,
-    solved on ``n_jobs`` processes; the result does not depend on it), candidate priorities
-    for the rounding, and the number of segments.
+    """Upper bound of ``model`` from its segments' LPs (``lp_upper(sub) -> (bound, y)``, ``y``
+    one row of gap values or several, e.g. ``bounds.lp_candidates``'; solved on ``n_jobs``
+    processes; the result does not depend on it), candidate priorities for the rounding, and
+    the number of segments.
 
-    Two candidates: the LP values made monotone along chains, and the same with a clipped
-    gap's scaled by the share of it inside its segment (its segment kept it without paying
-    for the room it took before the cut).  Neither wins everywhere: on a 200k-reference
-    stream of the ``simple`` generator (long reuse distances) the plain values rounded to
-    90,714 hits and the scaled ones to 153,709; on the generated agent trace at budget 512 the
-    scaled ones lost about 5% of references.  The caller keeps the better rounding."""
+    Two candidates per row of ``y``: the LP values made monotone along chains, and the same
+    with a clipped gap's scaled by the share of it inside its segment (its segment kept it
+    without paying for the room it took before the cut). Neither wins everywhere: on a
+    200k-reference stream of the ``simple`` generator (long reuse distances) the plain
+    values rounded to 90,714 hits and the scaled ones to 153,709; on the generated agent
+    trace at budget 512 the scaled ones lost about 5% of references. The caller keeps the
+    best rounding."""
     if model.n_gaps == 0:
         return model.forced_hits, [np.zeros(0), np.zeros(0)], 1
     cuts = cut_points(model, segment_references)
@@ -113,15 +115,16 @@ def segmented_lp_upper(model: GapModel, segment_references: int, lp_upper, n_job
         )
     else:
         solved = [lp_upper(sub) for sub, _, _ in parts]
-    y = np.zeros(model.n_gaps)
+    n_rows = np.atleast_2d(solved[0][1]).shape[0]
+    y = np.zeros((n_rows, model.n_gaps))
     total = model.forced_hits
     share = np.ones(model.n_gaps)
     for (_, gaps, part_share), (bound, y_sub) in zip(parts, solved):
         total += bound
-        y[gaps] = y_sub
+        y[:, gaps] = np.atleast_2d(y_sub)
         share[gaps] = part_share
-    y = chain_monotone(y, model.prev)
-    return total, [y, y * share], len(cuts)
+    monotone = [chain_monotone(row, model.prev) for row in y]
+    return total, [p for row in monotone for p in (row, row * share)], len(cuts)
 
 
 def chain_monotone(y: np.ndarray, prev: np.ndarray) -> np.ndarray:

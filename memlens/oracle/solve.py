@@ -6,7 +6,9 @@ Per stream:
   ``lp_max_references`` references (or ``method: lp``), else the time-averaged relaxation
   (``relaxed_upper``).  Small streams (at most ``milp_max_gaps`` gaps) whose rounded schedule
   falls short of the LP bound also run HiGHS's branch and bound: its dual bound replaces the LP
-  bound when lower (the LP's integrality gap is most of the gap between the bounds).  Which
+  bound when lower (the LP's integrality gap is most of the gap between the bounds).  Every
+  LP is re-solved ``cut_rounds`` times with the cover cuts its optimum violates
+  (``memlens.oracle.cuts``), which closes most of that integrality gap on long streams.  Which
   bound was used is reported as ``upper_method`` (``lp``, ``milp`` or ``relaxed``).
 * ``lower``: the hits the simulator really gets replaying ``policy=oracle`` with the best of two
   plans: the MILP's incumbent or the rounded LP schedule (whichever keeps more), and the empty
@@ -21,11 +23,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 
 import numpy as np
 
 from memlens.oracle import cache
-from memlens.oracle.bounds import OracleSolveError, lp_upper, milp_schedule, relaxed_upper
+from memlens.oracle.bounds import (
+    OracleSolveError,
+    lp_candidates,
+    milp_schedule,
+    relaxed_upper,
+)
 from memlens.oracle.model import build_model, keep_pairs, schedule_load_ok
 from memlens.oracle.rounding import round_schedule
 from memlens.oracle.segments import segmented_lp_upper
@@ -49,13 +57,17 @@ class OracleSettings:
     n_jobs: int = 1  # processes for a stream's segments (-1: every core); not in the cache key
     milp_max_gaps: int = 150  # streams with at most this many gaps also try the integer optimum
     milp_node_limit: int = 500  # branch-and-bound nodes (deterministic, unlike a time limit)
+    # LP re-solves with the cover inequalities the last optimum violates (memlens.oracle.cuts):
+    # a tighter, still proven, upper bound where items are a large share of the budget; one
+    # round takes a 1M-reference stream under a 1% gap (more: tighter, each one slower)
+    cut_rounds: int = 1
     cache: bool = True  # cache results on disk
     cache_dir: str | None = None  # None: $MEMLENS_CACHE/oracle or ~/.cache/memlens/oracle
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"oracle.method must be one of {METHODS}, got {self.method!r}")
-        for key in ("lp_max_references", "milp_max_gaps", "segment_references"):
+        for key in ("lp_max_references", "milp_max_gaps", "segment_references", "cut_rounds"):
             number(f"oracle.{key}", getattr(self, key), low=0, integer=True)
         if self.n_jobs != -1 and not (type(self.n_jobs) is int and 1 <= self.n_jobs <= 256):
             raise ValueError(
@@ -161,34 +173,43 @@ def _upper(model, settings: OracleSettings) -> tuple[int, list[np.ndarray], str,
     fractional gap values, and for a cut stream a second set: ``memlens.oracle.segments``),
     its method and its number of segments."""
     whole = model.n_references <= 4 * settings.segment_references and settings.method == "auto"
+    solver = partial(lp_candidates, cut_rounds=settings.cut_rounds)
     if settings.method == "lp" or settings.segment_references == 0 or whole:
-        upper, y = lp_upper(model)
-        return upper, [y], "lp", 1
-    upper, priorities, n = segmented_lp_upper(model, settings.segment_references, lp_upper,
+        upper, y = solver(model)
+        return upper, list(y), "lp", 1
+    upper, priorities, n = segmented_lp_upper(model, settings.segment_references, solver,
                                               settings.n_jobs)  # fmt: skip
     return upper, priorities, ("lp" if n == 1 else "lp-segments"), n
 
 
-def _stream_bound(model, settings: OracleSettings) -> tuple[StreamBound, np.ndarray]:
-    """Both bounds of one stream's model (the lower one as planned; replayed afterwards)."""
+def _stream_bound(model, settings: OracleSettings) -> tuple[StreamBound, list[np.ndarray]]:
+    """Both bounds of one stream's model (the lower one as planned; replayed afterwards) and
+    two candidate schedules: the best rounding of the uncut LP's values (what ``cut_rounds=0``
+    plans) and the best of all; ``_compute`` keeps the second only where it replays better."""
     use_lp = settings.method in ("lp", "segmented") or (
         settings.method == "auto" and model.n_references <= settings.lp_max_references
     )
     selected = np.zeros(model.n_gaps, dtype=bool)
+    base = selected
     lower_method, upper_method, segments = "belady", "relaxed", 1
     if use_lp:
         upper, priorities, upper_method, segments = _upper(model, settings)
         rounded = [round_schedule(model, p) for p in priorities]
-        selected = max(rounded, key=model.planned_hits)  # the first of equals
+        n_base = len(rounded) // 2 if settings.cut_rounds > 0 else len(rounded)
+        base = max(rounded[:n_base], key=model.planned_hits)  # the first of equals
+        selected = max(rounded, key=model.planned_hits)
         lower_method = "lp-round"
-        if 0 < model.n_gaps <= settings.milp_max_gaps and model.planned_hits(selected) < upper:
+        # on the uncut rounding's condition, so that schedule is what cut_rounds=0 keeps
+        if 0 < model.n_gaps <= settings.milp_max_gaps and model.planned_hits(base) < upper:
             exact, dual_bound = milp_schedule(model, settings.milp_node_limit)
             if exact is not None and schedule_load_ok(model, exact):
                 if model.planned_hits(exact) > model.planned_hits(selected):
-                    selected, lower_method = exact, "milp"
+                    selected = exact
+                if model.planned_hits(exact) > model.planned_hits(base):
+                    base, lower_method = exact, "milp"
             if dual_bound is not None and dual_bound < upper:
                 upper, upper_method = dual_bound, "milp"
-        if not schedule_load_ok(model, selected):
+        if not (schedule_load_ok(model, selected) and schedule_load_ok(model, base)):
             raise OracleSolveError(
                 f"stream {model.stream}: rounded schedule infeasible (oracle bug)"
             )
@@ -197,38 +218,72 @@ def _stream_bound(model, settings: OracleSettings) -> tuple[StreamBound, np.ndar
     return StreamBound(upper=int(upper), lower=model.planned_hits(selected),
                         references=model.n_references, upper_method=upper_method,
                         lower_method=lower_method, gaps=model.n_gaps, solve_s=0.0,
-                        segments=segments), selected  # fmt: skip
+                        segments=segments), [base, selected]  # fmt: skip
 
 
-def _compute(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSettings):
-    t_all = time.perf_counter()
-    bounds: list[StreamBound] = []
-    plans: list[np.ndarray] = []
-    for s in range(trace.n_streams):
-        t0 = time.perf_counter()
-        model = build_model(trace, s, budget, demand_fetch)
-        bound, selected = _stream_bound(model, settings)
-        bound.solve_s = time.perf_counter() - t0
-        bounds.append(bound)
-        plans.append(keep_pairs(model, selected))
-    hits = _replay(trace, plans, budget, demand_fetch)
-    if any(hits[s] < b.upper for s, b in enumerate(bounds)):
-        empty = [np.zeros((0, 2), dtype=np.int64)] * trace.n_streams
-        belady = _replay(trace, empty, budget, demand_fetch)
-    else:
-        belady = hits
-    for s, b in enumerate(bounds):
-        # with alternatives the plan may count on a fetch of a non-first alternative (a
-        # relaxation, memlens.oracle.model): only a version 1 plan is a promise
-        if hits[s] < b.lower and not trace.has_alternatives:
+def _check_promises(trace: Trace, hits: np.ndarray, planned: list[int]) -> None:
+    """A version 1 plan's replay scores at least what it planned (the oracle policy only adds
+    hits to it); with alternatives the plan may count on a fetch of a non-first alternative
+    (a relaxation, ``memlens.oracle.model``), so it is no promise there."""
+    if trace.has_alternatives:
+        return
+    for s, promised in enumerate(planned):
+        if hits[s] < promised:
             raise OracleSolveError(f"stream {s}: replay scored below its plan (oracle bug)")
-        if belady[s] > hits[s]:
-            hits[s] = belady[s]
-            plans[s] = np.zeros((0, 2), dtype=np.int64)
-            b.lower_method = "belady"
+
+
+def _lower_bounds(
+    trace: Trace,
+    bounds: list[StreamBound],
+    candidates: list[list[np.ndarray]],
+    planned: list[list[int]],
+    budget: int,
+    demand_fetch: bool,
+) -> list[np.ndarray]:
+    """Replay the plans and set each stream's ``lower`` to the best replay; returns the plans.
+
+    Per stream, in this order, a plan replaces the kept one only where it scores strictly more:
+    the uncut LP's schedule (``candidates[s][0]``), the empty plan (pure Belady-Size), the
+    schedule from the cut LP's values (``candidates[s][1]``).  So cover cuts can only raise
+    the replayed lower bound, and where they do not, the plan is the one ``cut_rounds=0``
+    keeps."""
+    empty = np.zeros((0, 2), dtype=np.int64)
+    plans = [c[0] for c in candidates]
+    hits = _replay(trace, plans, budget, demand_fetch)
+    _check_promises(trace, hits, [p[0] for p in planned])
+    if any(hits[s] < b.upper for s, b in enumerate(bounds)):
+        belady = _replay(trace, [empty] * trace.n_streams, budget, demand_fetch)
+        for s, b in enumerate(bounds):
+            if belady[s] > hits[s]:
+                hits[s], plans[s], b.lower_method = belady[s], empty, "belady"
+    changed = [s for s, c in enumerate(candidates) if not np.array_equal(c[0], c[1])]
+    if changed:
+        other = _replay(trace, [c[1] for c in candidates], budget, demand_fetch)
+        _check_promises(trace, other, [p[1] for p in planned])
+        for s in changed:
+            if other[s] > hits[s]:
+                hits[s], plans[s], bounds[s].lower_method = other[s], candidates[s][1], "lp-round"
+    for s, b in enumerate(bounds):
         b.lower = int(hits[s])
         if b.lower > b.upper:
             raise OracleSolveError(
                 f"stream {s}: oracle_lower {b.lower} > oracle_upper {b.upper} (oracle bug)"
             )
+    return plans
+
+
+def _compute(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSettings):
+    t_all = time.perf_counter()
+    bounds: list[StreamBound] = []
+    candidates: list[list[np.ndarray]] = []
+    planned: list[list[int]] = []
+    for s in range(trace.n_streams):
+        t0 = time.perf_counter()
+        model = build_model(trace, s, budget, demand_fetch)
+        bound, chosen = _stream_bound(model, settings)
+        bound.solve_s = time.perf_counter() - t0
+        bounds.append(bound)
+        candidates.append([keep_pairs(model, c) for c in chosen])
+        planned.append([model.planned_hits(c) for c in chosen])
+    plans = _lower_bounds(trace, bounds, candidates, planned, budget, demand_fetch)
     return OracleResult(budget, demand_fetch, bounds, plans, time.perf_counter() - t_all)
