@@ -7,14 +7,17 @@ policy is built before the clock starts (``make_policy`` composes the Hydra conf
 second on a loaded machine, which would dominate a 300k-event replay), and two rates are given
 per budget: the whole ``simulate`` call (argument arrays, per-trace preparation, kernel) and the
 compiled loop alone (``SimResult.wall_s``); best of ``--repeat``, after a warm-up replay.  Also
-the mean items held at a request, the number of evictions, and, for comparison, the LRU kernel
-(``memlens.fastpath``) on the same trace at the same budgets.  Wall clock on a shared machine:
+the mean items held at a request, the number of evictions, the tree nodes a victim choice
+visits (mean over the replay: the branch and bound's cost, ``scantree.tree_argmin`` counts
+them), and, for comparison, the LRU kernel (``memlens.fastpath``) on the same trace at the
+same budgets.  Wall clock on a shared machine:
 the load average is printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import time
@@ -30,6 +33,7 @@ from memlens.trace_io import load_trace  # noqa: E402
 
 BUDGETS = [1024, 4096, 16384, 65536]
 POLICIES = ["memorybank", "memoryos_heat", "generative_agents", "lru"]
+SCAN_KERNELS = {"memorybank", "memoryos_heat", "generative_agents"}
 
 
 def measure(trace, name: str, budget: int, repeat: int) -> tuple[float, float, float, int]:
@@ -47,6 +51,18 @@ def measure(trace, name: str, budget: int, repeat: int) -> tuple[float, float, f
             int(res.evictions.sum()))  # fmt: skip
 
 
+def nodes_per_choice(trace, name: str, budget: int) -> str:
+    """Mean tree nodes visited per victim choice in one replay ("-" for a kernel without the
+    bound tree): the scan kernel's own argument builder, then its loop, then its counters."""
+    if name not in SCAN_KERNELS:
+        return "-"
+    module = importlib.import_module(f"memlens.kernels.{name}")
+    _, args = module._arguments(make_policy(name), trace, budget, False)
+    module.replay_scan(*args)
+    prm = args[5][0]
+    return f"{prm[7] / max(prm[6], 1.0):.1f}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=300_000)
@@ -55,13 +71,14 @@ def main() -> None:
     args = ap.parse_args()
     trace = load_trace(agent_trace_path(args.events))
     print(f"{trace.n_events:,} events, {trace.n_items:,} items, {trace.n_streams} streams")
-    print("| policy | budget | items held | evictions | simulate ev/s | kernel ev/s |")
-    print("|---|---|---|---|---|---|")
+    print("| policy | budget | items held | evictions | nodes / choice | simulate ev/s | "
+          "kernel ev/s |\n|---|---|---|---|---|---|---|")  # fmt: skip
     for name in args.policies:
         simulate(trace, make_policy(name), BUDGETS[0], engine="fast", progress=False)  # warm up
         for b in BUDGETS:
             total, kernel, held, ev = measure(trace, name, b, args.repeat)
-            print(f"| {name} | {b} | {held:.0f} | {ev:,} | {total / 1e6:.2f}M | "
+            nodes = nodes_per_choice(trace, name, b)
+            print(f"| {name} | {b} | {held:.0f} | {ev:,} | {nodes} | {total / 1e6:.2f}M | "
                   f"{kernel / 1e6:.2f}M |", flush=True)  # fmt: skip
     print(f"load average at the end: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
 

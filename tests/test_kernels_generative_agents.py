@@ -10,7 +10,7 @@ from memlens.policies.generative_agents import GenerativeAgents
 
 from memlens.checker import same_result, with_alternatives
 from memlens.generate import generate_simple
-from memlens.kernels.generative_agents import query_arrays
+from memlens.kernels.generative_agents import importance_groups, query_arrays, vector_ids
 from memlens.kernels.scantree import _relevance
 from memlens.policy import kernel_of
 from memlens.simulator import simulate
@@ -37,6 +37,19 @@ def assert_same(trace, make, budget, demand_fetch):
     assert same_result(ref, fast) is None, same_result(ref, fast)
 
 
+#: request texts of ``repeated_queries``: the first two have the same TF-IDF vector (the same
+#: words in another order), so the kernel's "same query, nothing to re-score" path is taken
+QUERY_POOL = ["refund flight", "flight refund", "error answer", ""]
+
+
+def repeated_queries(events: list[dict], rng: np.random.Generator) -> list[dict]:
+    """``events`` with every request's text drawn from ``QUERY_POOL`` (mostly its first two)."""
+    for ev in events:
+        if ev["event"] == "request":
+            ev["text"] = QUERY_POOL[int(rng.choice(4, p=[0.4, 0.4, 0.15, 0.05]))]
+    return events
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     seed=st.integers(0, 2**32 - 1),
@@ -50,11 +63,13 @@ def assert_same(trace, make, budget, demand_fetch):
     ),  # fmt: skip
     decay=st.sampled_from([0.995, 0.5, 1.0]),
     normalize=st.booleans(),
+    repeat=st.booleans(),
 )
 def test_kernel_equals_reference(seed, n_events, n_streams, budget, demand_fetch, alternatives,
-                                 weights, decay, normalize):  # fmt: skip
+                                 weights, decay, normalize, repeat):  # fmt: skip
     rng = np.random.default_rng(seed)
-    trace = trace_from_events(timed_events(rng, n_events, n_streams, alternatives))
+    events = timed_events(rng, n_events, n_streams, alternatives)
+    trace = trace_from_events(repeated_queries(events, rng) if repeat else events)
     wr, wi, wv = weights
 
     def make():
@@ -90,3 +105,37 @@ def test_relevance_is_the_class_cosine_in_its_summation_order():
 def test_kernel_is_registered_for_every_configuration():
     assert kernel_of(GenerativeAgents()) == "generative_agents"
     assert kernel_of(GenerativeAgents(normalize=False, w_recency=-1.0)) == "generative_agents"
+
+
+def test_vector_ids_are_equal_exactly_for_equal_vectors():
+    rows = [
+        {1: 0.5, 2: 0.25},
+        {2: 0.25, 1: 0.5},
+        {1: 0.5},
+        {},
+        {1: 0.5, 2: 0.25000000000000006},
+        {},
+    ]
+    assert vector_ids(rows).tolist() == [0, 0, 1, 2, 3, 2]
+
+
+def test_repeated_queries_share_a_vector_id():
+    events = repeated_queries(random_events(np.random.default_rng(1), 200, 2),
+                              np.random.default_rng(2))  # fmt: skip
+    trace = trace_from_events(events)
+    policy = GenerativeAgents()
+    policy.prepare(trace)
+    ids = vector_ids(policy._req_vec)
+    by_text = {}
+    for text, v in zip(trace.req_text, ids.tolist()):
+        by_text.setdefault(text, v)
+    # "refund flight" and "flight refund": other texts, one vector; the others differ
+    assert by_text["refund flight"] == by_text["flight refund"]
+    assert len({by_text["refund flight"], by_text["error answer"], by_text[""]}) == 3
+
+
+def test_importance_groups_cut_the_ranks_into_equal_groups():
+    imp = np.array([0.9, 0.1, 0.5, 0.3, 0.7, 0.2, 0.8, 0.4])
+    # quartile cuts 0.275, 0.45 and 0.725 (linear interpolation): two items per group
+    assert importance_groups(imp, 4).tolist() == [3, 0, 2, 1, 2, 0, 3, 1]
+    assert importance_groups(np.zeros(0), 4).tolist() == []

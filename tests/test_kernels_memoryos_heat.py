@@ -68,6 +68,21 @@ def test_kernel_equals_reference_on_a_generated_trace(budget, demand_fetch):
     assert_same(trace_from_events(events), MemoryOSHeat, budget, demand_fetch)
 
 
+@pytest.mark.parametrize("budget", [300, 3000])
+def test_kernel_equals_reference_when_the_envelope_is_rebased_often(budget):
+    """A ``tau`` of a few events: the kernel moves its envelope's base time again and again
+    (``scantree._heat_rebase_due``), with many items held between two moves."""
+    events = list(generate_simple(streams=2, events_per_stream=1500, pin_rate=0.05, seed=7))
+    trace = trace_from_events(events)
+    span = float(trace.ev_t.max() - trace.ev_t.min())
+    tau_hours = span / len(events) * 20 / 3600.0  # about 20 events per tau
+
+    def make():
+        return MemoryOSHeat(recency_tau_hours=tau_hours)
+
+    assert_same(trace, make, budget, False)
+
+
 def test_kernel_is_registered_for_every_configuration():
     assert kernel_of(MemoryOSHeat()) == "memoryos_heat"
     assert kernel_of(MemoryOSHeat(alpha=-1.0, gamma=-3.0)) == "memoryos_heat"

@@ -18,6 +18,9 @@ bound and best recency, can no longer beat the best leaf found).  The leaves hol
 components, so the winning score is the reference's number and ties go, as in the reference, to
 the least recent item: recency is the pair (event of the last write or use, a sequence number),
 which is the order of ``ScanPolicy``'s ``OrderedDict`` including its ``unpin`` placement.
+A stream may also have several trees (``new_tree``'s groups, searched together from their
+roots): Generative Agents groups its items by importance, so that a node's per-component
+minima come from items of about the same importance.
 
 Cost: an update is O(log m) (m = leaves: at most twice the most items held so far; packing
 is amortised), a victim choice visits the nodes whose bound is at most the victim's score: the
@@ -39,49 +42,68 @@ import math
 import numba
 import numpy as np
 
-from memlens.kernels.common import outputs, stream_offsets, trace_arrays
+from memlens.kernels.common import outputs, trace_arrays
 from memlens.simulator import MoveKind
 from memlens.trace import EventKind, Trace
 
 MEMORYBANK, MEMORYOS_HEAT, GENERATIVE_AGENTS = 0, 1, 2
 NO_REC = np.iinfo(np.int64).max  # the recency rank of an empty node
-STACK = 256
+STACK = 256  # + the number of groups: depth-first, at most two nodes pushed per level
 
 
-def new_tree(trace: Trace, n_stored: int):
+def new_tree(trace: Trace, n_stored: int, group: np.ndarray | None = None, n_groups: int = 1):
     """Empty bound trees for every stream of ``trace``, ``n_stored`` components per node.
+
+    With ``n_groups > 1`` a stream has one tree per group (item ``i`` in group ``group[i]``,
+    its *region* ``stream * n_groups + group``) and a victim choice searches them together:
+    Generative Agents groups its items by importance so that a node's items have about the
+    same importance, which keeps the bound at its per-component minima tight.
 
     A stream's candidates take leaves left to right in the order they are (re)placed, which is
     about their recency order, so neighbouring leaves have similar components and the bounds
     are tight.  When the last leaf is taken the live leaves are packed to the left (and the
     number of leaves doubled if they fill more than half), so the tree's size follows the
     items held, up to the stream's item count rounded up to a power of two.
-    Returns ``(toff, width, cap, islot, slot_item, val, rec, nxt, live, sbase)``: per stream
-    the offset of its node region (``2 * width`` nodes) and its current number of leaves; per
-    item its leaf slot (-1: not a candidate); per slot its item; per node the minima of the
-    stored components and the smallest recency rank; per stream the next free slot, the
-    number of candidates and the offset of its slots."""
-    counts = np.bincount(trace.item_stream, minlength=trace.n_streams)
-    width = np.ones(trace.n_streams, np.int64)
+    Returns ``(toff, width, cap, islot, slot_item, val, rec, nxt, live, sbase, region,
+    n_groups)``: per region the offset of its nodes (``2 * width`` of them) and its current
+    number of leaves; per item its leaf slot (-1: not a candidate); per slot its item; per node
+    the minima of the stored components and the smallest recency rank; per region the next
+    free slot, the number of candidates and the offset of its slots; per item its region."""
+    region = trace.item_stream.astype(np.int64) * n_groups
+    if group is not None:
+        region += group
+    n_regions = trace.n_streams * n_groups
+    counts = np.bincount(region, minlength=n_regions)
+    width = np.ones(n_regions, np.int64)
     for s, c in enumerate(counts.tolist()):
         while width[s] < c:
             width[s] *= 2
-    toff = np.zeros(trace.n_streams, np.int64)
-    sbase = np.zeros(trace.n_streams, np.int64)
-    if trace.n_streams:
+    toff = np.zeros(n_regions, np.int64)
+    sbase = np.zeros(n_regions, np.int64)
+    if n_regions:
         toff[1:] = np.cumsum(2 * width)[:-1]
         sbase[1:] = np.cumsum(width)[:-1]
-    n_nodes = int((2 * width).sum()) if trace.n_streams else 1
-    n_slots = int(width.sum()) if trace.n_streams else 1
-    return (toff, width, np.minimum(width, 8), np.full(trace.n_items, -1, np.int64),
-            np.full(n_slots, -1, np.int32), np.full((n_nodes, n_stored), np.inf),
-            np.full(n_nodes, NO_REC, np.int64), np.zeros(trace.n_streams, np.int64),
-            np.zeros(trace.n_streams, np.int64), sbase)  # fmt: skip
+    n_nodes = int((2 * width).sum()) if n_regions else 1
+    n_slots = int(width.sum()) if n_regions else 1
+    cap = np.minimum(width, 8)
+    # sized for every stream's largest tree but written only as far as its current one
+    # (``_pack`` writes the whole of a grown tree): the untouched pages are never mapped,
+    # where filling them (tens of MB on a 1M-event trace) cost a tenth of a replay
+    val = np.empty((n_nodes, n_stored))
+    rec = np.empty(n_nodes, np.int64)
+    slot_item = np.empty(n_slots, np.int32)
+    for s in range(n_regions):
+        val[toff[s] : toff[s] + 2 * cap[s]] = np.inf
+        rec[toff[s] : toff[s] + 2 * cap[s]] = NO_REC
+        slot_item[sbase[s] : sbase[s] + width[s]] = -1
+    return (toff, width, cap, np.full(trace.n_items, -1, np.int64), slot_item, val, rec,
+            np.zeros(n_regions, np.int64), np.zeros(n_regions, np.int64), sbase, region,
+            np.array([n_groups], np.int64))  # fmt: skip
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _fix(tree, s, g):
-    """Recompute the ancestors of node ``g`` of stream ``s``'s tree (stop when one is equal)."""
+    """Recompute the ancestors of node ``g`` of region ``s``'s tree (stop when one is equal)."""
     toff, val, rec = tree[0][s], tree[5], tree[6]
     nd = g - toff
     k = val.shape[1]
@@ -106,7 +128,7 @@ def _fix(tree, s, g):
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
 def _pack(tree, s):
-    """All of stream ``s``'s leaves are taken: move the live ones to the left, in order, into
+    """All of region ``s``'s leaves are taken: move the live ones to the left, in order, into
     a tree of the same or (when they fill more than half) twice the number of leaves."""
     toff, width, cap, islot, slot_item, val, rec = (tree[0][s], tree[1][s], tree[2], tree[3],
                                                     tree[4], tree[5], tree[6])  # fmt: skip
@@ -141,12 +163,19 @@ def _pack(tree, s):
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _region(tree, s, i):
+    """Item ``i``'s region: its stream ``s`` itself when a stream has one (no load)."""
+    return s if tree[11][0] == 1 else tree[10][i]
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def tree_drop(tree, s, i):
-    """Item ``i`` is no longer a candidate."""
+    """Item ``i`` (stream ``s``) is no longer a candidate."""
     toff, cap, islot, slot_item, val = tree[0], tree[2], tree[3], tree[4], tree[5]
     k = islot[i]
     if k < 0:
         return
+    s = _region(tree, s, i)
     g = toff[s] + cap[s] + k
     for j in range(val.shape[1]):
         val[g, j] = np.inf
@@ -160,9 +189,10 @@ def tree_drop(tree, s, i):
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def tree_put(tree, s, i, stored, r):
     """Item ``i`` (stream ``s``) is a candidate with stored components ``stored``, recency
-    ``r``, in the next leaf (a candidate already placed leaves its old one)."""
+    ``r``, in the next leaf of its region (a candidate already placed leaves its old one)."""
     toff, cap, islot, slot_item, val, nxt = tree[0], tree[2], tree[3], tree[4], tree[5], tree[7]
     tree_drop(tree, s, i)
+    s = _region(tree, s, i)
     if nxt[s] == cap[s]:
         _pack(tree, s)
     k = nxt[s]
@@ -178,8 +208,14 @@ def tree_put(tree, s, i, stored, r):
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
-def _bound(mode, val, g, t, prm, bidx, bsgn):
-    """The policy's score expression at node ``g``'s components (exact at a leaf)."""
+def _bound(mode, val, g, t, prm, bidx, bsgn, leaf):
+    """The policy's score expression at node ``g``'s components (exact at a ``leaf``).
+    MemoryOS heat bounds an inner node by its envelope alone: the heat at the per-component
+    minima costs an ``exp`` and, on the benchmark trace, never pruned a node the envelope kept."""
+    if mode == MEMORYOS_HEAT and not leaf:
+        lo, hi = val[g, 3], val[g, 4]
+        env = lo + prm[4] * (hi - lo)
+        return env - 1e-9 * (abs(lo) + prm[4] * abs(hi) + abs(prm[2]) + 1.0)
     x0 = bsgn[0] * val[g, bidx[0]]
     x1 = bsgn[1] * val[g, bidx[1]]
     if mode == MEMORYBANK:  # -(t - learned) / unit / strength
@@ -201,37 +237,51 @@ def _bound(mode, val, g, t, prm, bidx, bsgn):
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def tree_argmin(tree, s, t, mode, prm, bidx, bsgn, stk_n, stk_b):
-    """The candidate of stream ``s`` with the smallest (score at ``t``, recency), or -1."""
-    toff, width, slot_item, val, rec = tree[0][s], tree[2][s], tree[4], tree[5], tree[6]
-    sb = tree[9][s]
-    if rec[toff + 1] == NO_REC:
-        return -1
+    """The candidate of stream ``s`` with the smallest (score at ``t``, recency), or -1.
+    The roots of the stream's regions start on the stack, smallest bound on top; a stack
+    entry is ``region << 32 | node``.  ``prm[6]`` and ``prm[7]`` count the calls and the nodes
+    taken off the stack (``benchmarks/bench_scan_kernels.py`` reports nodes per choice)."""
+    toffs, caps, slot_item, val, rec, sbases = tree[0], tree[2], tree[4], tree[5], tree[6], tree[9]
+    n_groups = tree[11][0]
     best, best_rec, best_i = np.inf, NO_REC, -1
-    stk_n[0] = 1
-    stk_b[0] = _bound(mode, val, toff + 1, t, prm, bidx, bsgn)
-    sp = 1
+    sp = 0
+    for rg in range(s * n_groups, (s + 1) * n_groups):
+        if rec[toffs[rg] + 1] == NO_REC:
+            continue
+        b = _bound(mode, val, toffs[rg] + 1, t, prm, bidx, bsgn, caps[rg] == 1)
+        k = sp
+        while k > 0 and stk_b[k - 1] < b:  # insertion: bounds decrease towards the top
+            stk_n[k], stk_b[k] = stk_n[k - 1], stk_b[k - 1]
+            k -= 1
+        stk_n[k], stk_b[k] = (rg << 32) | 1, b
+        sp += 1
+    prm[6] += 1.0
     while sp > 0:
         sp -= 1
-        nd = stk_n[sp]
+        prm[7] += 1.0
+        rg = stk_n[sp] >> 32
+        nd = stk_n[sp] & 0xFFFFFFFF
         b = stk_b[sp]
+        toff, width = toffs[rg], caps[rg]
         g = toff + nd
         if b > best or (b == best and rec[g] > best_rec):
             continue
         if nd >= width:  # a leaf: its bound is its exact score, and it beats the best
-            best, best_rec, best_i = b, rec[g], slot_item[sb + nd - width]
+            best, best_rec, best_i = b, rec[g], slot_item[sbases[rg] + nd - width]
             continue
         ga = toff + 2 * nd
         gb = ga + 1
-        ba = _bound(mode, val, ga, t, prm, bidx, bsgn) if rec[ga] != NO_REC else np.inf
-        bb = _bound(mode, val, gb, t, prm, bidx, bsgn) if rec[gb] != NO_REC else np.inf
+        leaf = 2 * nd >= width
+        ba = _bound(mode, val, ga, t, prm, bidx, bsgn, leaf) if rec[ga] != NO_REC else np.inf
+        bb = _bound(mode, val, gb, t, prm, bidx, bsgn, leaf) if rec[gb] != NO_REC else np.inf
         first, second, bf, bs = 2 * nd, 2 * nd + 1, ba, bb
         if bb < ba:
             first, second, bf, bs = second, first, bb, ba
         if rec[toff + second] != NO_REC:  # pushed first: explored after ``first``
-            stk_n[sp], stk_b[sp] = second, bs
+            stk_n[sp], stk_b[sp] = (rg << 32) | second, bs
             sp += 1
         if rec[toff + first] != NO_REC:
-            stk_n[sp], stk_b[sp] = first, bf
+            stk_n[sp], stk_b[sp] = (rg << 32) | first, bf
             sp += 1
     return best_i
 
@@ -241,7 +291,8 @@ def tree_argmin(tree, s, t, mode, prm, bidx, bsgn, stk_n, stk_b):
 def _relevance(Q, i, qr):
     """Cosine of item ``i``'s TF-IDF vector with request ``qr``'s (0 without a shared term),
     summed over the item's terms in stored order, as ``GenerativeAgents.relevance`` does."""
-    iptr, iterm, iw, qptr, qterm, qw, qmark, qdense, loaded = Q
+    iptr, iterm, iw, qptr, qterm, qw = Q[0], Q[1], Q[2], Q[3], Q[4], Q[5]
+    qmark, qdense, loaded = Q[6], Q[7], Q[8]
     if qr < 0 or qptr[qr] == qptr[qr + 1]:
         return 0.0
     if loaded[0] != qr:
@@ -265,12 +316,13 @@ def _rebase(mode, S, K, tree, s, t):
     values at 0 (``A``, the least ``P``) and at 1 (``B``, the least ``P + gamma * r``), which the
     tree keeps as components 3 and 4.  Unlike the per-component minima this bound follows one
     item's own pair (length and age); a margin of 1e-9 relative covers rounding.  ``r`` grows
-    with the trace time, so ``T`` moves up to the event's time ``t`` once it is 40 ``tau``
-    behind (before the event) and every candidate's ``B`` is recomputed (O(leaves)).
+    with the trace time, so ``T`` moves up to the event's time ``t`` when ``_heat_rebase_due``
+    (before the event) and every candidate's ``B`` is recomputed (O(leaves)).
 
     MemoryBank's exponent ``-(t - learned) / unit / strength`` is a line in ``t`` itself, so
     its envelope interpolates between ``t = T`` and ``t = T + H`` (``H = K[7][s]``, about 256
-    of the stream's events), with ``T`` moved up to ``t`` when ``t`` passes ``T + H``."""
+    of the stream's events), with ``T`` moved up to ``t`` when ``t`` passes ``T + H``.
+    Both keep one region per stream (``new_tree``'s ``n_groups`` 1)."""
     X = S[0]
     toff, cap, slot_item, val, sb = tree[0][s], tree[2][s], tree[4], tree[5], tree[9][s]
     K[3][s] = t
@@ -283,6 +335,19 @@ def _rebase(mode, S, K, tree, s, t):
     for nd in range(cap - 1, 0, -1):
         for q in range(3, 5):
             val[toff + nd, q] = min(val[toff + 2 * nd, q], val[toff + 2 * nd + 1, q])
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _heat_rebase_due(K, tree, s, e):
+    """MemoryOS heat's base time is due to move up to event ``e``'s time: more than one
+    ``tau`` behind, and at least as many events since the last rebase as the stream's tree
+    has leaves (the O(leaves) rebase then costs O(1) per event); at any rate at 40 ``tau``
+    (``r`` then stays below ``e ** 40``).  The envelope is exact at ``u = 1``
+    (``t = T``), so the closer ``T`` follows the time, the tighter it is: rebasing after one
+    ``tau`` rather than 40 halved the nodes a victim choice visits on the benchmark trace at
+    budget 65536."""
+    d = (K[0][e] - K[3][s]) / K[2][3]
+    return d > 40.0 or (d > 1.0 and e - K[8][s] >= tree[2][s])
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
@@ -308,13 +373,24 @@ def _put(mode, S, K, tree, s, i):
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
-def _restore(S, tree, s, i):
-    """Candidate ``i``'s components changed, not its recency: rewrite its leaf in place."""
-    X, ssrc, ssgn, val = S[0], S[1], S[2], tree[5]
-    g = tree[0][s] + tree[2][s] + tree[3][i]
-    for j in range(ssrc.shape[0]):
-        val[g, j] = ssgn[j] * X[ssrc[j], i]
-    _fix(tree, s, g)
+def _restore_relevance(tree, i, r):
+    """Generative Agents' candidate ``i`` has relevance ``r`` now: its leaf's stored relevance
+    and negated relevance (components 2 and 5 of ``generative_agents.STORE``) are rewritten
+    and only those two are carried up (``_fix`` would compare all six and the recency at every
+    level)."""
+    toff, val = tree[0][tree[10][i]], tree[5]
+    nd = tree[2][tree[10][i]] + tree[3][i]
+    val[toff + nd, 2] = r
+    val[toff + nd, 5] = -r
+    while nd > 1:
+        nd >>= 1
+        a = toff + 2 * nd
+        lo = min(val[a, 2], val[a + 1, 2])
+        neg_hi = min(val[a, 5], val[a + 1, 5])
+        if lo == val[toff + nd, 2] and neg_hi == val[toff + nd, 5]:
+            break
+        val[toff + nd, 2] = lo
+        val[toff + nd, 5] = neg_hi
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
@@ -384,7 +460,11 @@ def cand_remove(S, tree, s, i):
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def observe(mode, S, K, Q, tree, x, now, s):
     """``observe``: every listed item is used and, if a candidate, moves to the recency end;
-    Generative Agents then takes the request as its query and re-scores the candidates."""
+    Generative Agents then takes the request as its query and re-scores the candidates, unless
+    the query's TF-IDF vector equals the previous one's (``Q[9]``: per request the id of its
+    vector): then every candidate's stored relevance, computed against an equal vector at the
+    last request or at its insert or unpin since, is already the class's number (agent traces
+    repeat a query often: most requests of the benchmark trace do)."""
     items_ptr, items, inres, last, seq, ctr = K[5], K[6], S[8], S[4], S[5], S[9]
     for j in range(items_ptr[x], items_ptr[x + 1]):
         i = items[j]
@@ -395,14 +475,17 @@ def observe(mode, S, K, Q, tree, x, now, s):
             seq[i] = ctr[0]
             _put(mode, S, K, tree, s, i)
     if mode == GENERATIVE_AGENTS:
+        prev = K[4][s]
         K[4][s] = x
+        if prev >= 0 and Q[9][prev] == Q[9][x]:
+            return  # the same query vector: every candidate's relevance is already its own
         X, members, mbase, msize = S[0], S[10], S[11], S[13]
         for k in range(mbase[s], mbase[s] + msize[s]):
             i = members[k]
             r = _relevance(Q, i, x)
             if r != X[2, i]:
                 X[2, i] = r
-                _restore(S, tree, s, i)
+                _restore_relevance(tree, i, r)
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
@@ -418,13 +501,17 @@ def _query_weights(mode, K, tree, s, t, W):
         prm[4] = (t - K[3][s]) / K[7][s]
     if mode != GENERATIVE_AGENTS:
         return
-    root = tree[0][s] + 1
-    val = tree[5]
+    val, n_groups = tree[5], tree[11][0]
     prm[3] = 1.0
     for k in range(3):
         w = pol[k]
         if pol[4] != 0.0:
-            r = -val[root, k + 3] - val[root, k]
+            lo, neg_hi = np.inf, np.inf  # the component's minimum and negated maximum
+            for rg in range(s * n_groups, (s + 1) * n_groups):
+                root = tree[0][rg] + 1
+                lo = min(lo, val[root, k])
+                neg_hi = min(neg_hi, val[root, k + 3])
+            r = -neg_hi - lo
             w = w / r if r > 1e-12 else 0.0
         prm[k] = w
         if w >= 0.0:
@@ -542,8 +629,9 @@ def replay_scan(
         s = ev_stream[e]
         x = ev_ref[e]
         grew = False
-        if mode == MEMORYOS_HEAT and (K[0][e] - K[3][s]) / K[2][3] > 40.0:
+        if mode == MEMORYOS_HEAT and _heat_rebase_due(K, tree, s, e):
             _rebase(mode, S, K, tree, s, K[0][e])
+            K[8][s] = e
         elif mode == MEMORYBANK and K[0][e] > K[3][s] + K[7][s]:
             _rebase(mode, S, K, tree, s, K[0][e])
         if k == EventKind.WRITE:
@@ -572,7 +660,7 @@ def replay_scan(
                 pinned_tok[s] -= item_tokens[x]
                 if mode == GENERATIVE_AGENTS:
                     S[0][2, x] = _relevance(Q, x, K[4][s])
-                cand_add(mode, S, K, tree, s, x)  # recency (its last write or use, a new sequence)
+                cand_add(mode, S, K, tree, s, x)  # recency: its last write or use, a new sequence
                 grew = True
         if grew and used[s] > budget:
             m = make_room(mode, S, K, tree, W, io, s, e, budget, stk_n, stk_b, m)
@@ -595,17 +683,18 @@ def _empty_query():
     """The relevance arrays of a policy without relevance (never read)."""
     z64, zi = np.zeros(1, np.int64), np.zeros(0, np.int64)
     return (z64, zi, np.zeros(0), z64, zi, np.zeros(0), np.full(1, -1, np.int64), np.zeros(1),
-            np.full(1, -1, np.int64))  # fmt: skip
+            np.full(1, -1, np.int64), zi)  # fmt: skip
 
 
 def scan_arguments(trace: Trace, budget: int, demand_fetch: bool, mode: int, pol, X, store,
-                   strength=None, query=None, t0=None):  # fmt: skip
+                   strength=None, query=None, t0=None, group=None, n_groups=1):  # fmt: skip
     """The output buffers and the argument tuple of :func:`replay_scan`.
 
     ``pol`` the policy's constants, ``X`` its per-item components (3 x items, static ones
     filled), ``store`` the (component, sign) of every stored tree value, ``strength`` the
     MemoryBank strength per number of uses, ``query`` the relevance arrays, ``t0`` per stream
-    the first event's time (Generative Agents' recency origin)."""
+    the first event's time (Generative Agents' recency origin), ``group`` and ``n_groups``
+    the items' groups in the bound tree (``new_tree``)."""
     out = outputs(trace, demand_fetch)
     (ev_kind, ev_stream, ev_ref, item_tokens, needs_ptr, needs, alt_need, alt_ptr, alt_items,
      n_uses) = trace_arrays(trace)  # fmt: skip
@@ -613,7 +702,8 @@ def scan_arguments(trace: Trace, budget: int, demand_fetch: bool, mode: int, pol
     X = np.concatenate([X, np.zeros((5 - X.shape[0], n))]) if X.shape[0] < 5 else X
     ssrc = np.array([c for c, _ in store], np.int64)
     ssgn = np.array([g for _, g in store], np.float64)
-    _, mbase = stream_offsets(trace)
+    mbase = np.zeros(n_streams + 1, np.int64)  # ``stream_offsets``' bases, without its argsort
+    np.cumsum(np.bincount(trace.item_stream, minlength=n_streams), out=mbase[1:])
     S = (X, ssrc, ssgn, np.zeros(len(store)), np.zeros(n, np.int64), np.zeros(n, np.int64),
          np.zeros(n, np.int64), np.zeros(n, np.uint8), np.zeros(n, np.uint8),
          np.zeros(1, np.int64), np.zeros(n, np.int32), mbase, np.zeros(n, np.int64),
@@ -621,7 +711,8 @@ def scan_arguments(trace: Trace, budget: int, demand_fetch: bool, mode: int, pol
     K = (trace.ev_t, np.zeros(1) if strength is None else strength,
          np.asarray(pol, np.float64), np.zeros(n_streams) if t0 is None else t0,
          np.full(n_streams, -1, np.int64), trace.request_items_ptr.astype(np.int64, copy=False),
-         trace.group_items.astype(np.int32, copy=False), _horizon(trace))  # fmt: skip
+         trace.group_items.astype(np.int32, copy=False), _horizon(trace),
+         np.zeros(n_streams, np.int64))  # fmt: skip
     bidx = np.array([0, 1, 2], np.int64)  # Generative Agents sets its own per victim choice
     bsgn = np.array(([g for _, g in store] + [1.0, 1.0])[:3])
     W = (np.concatenate([np.asarray(pol, np.float64)[:4], np.zeros(8)])[:8],
@@ -631,8 +722,9 @@ def scan_arguments(trace: Trace, budget: int, demand_fetch: bool, mode: int, pol
          out.false_evictions, out.move_event, out.move_item, out.move_kind)  # fmt: skip
     A = (needs_ptr, needs, alt_need, alt_ptr, alt_items, out.need_hit, out.context_tokens,
          out.pinned_tokens)  # fmt: skip
-    tree = new_tree(trace, len(store))
+    tree = new_tree(trace, len(store), group, n_groups)
     Q = _empty_query() if query is None else query
     args = (mode, S, K, Q, tree, W, io, A, ev_kind, ev_stream, ev_ref, int(budget),
-            bool(demand_fetch), np.zeros(STACK, np.int64), np.zeros(STACK))  # fmt: skip
+            bool(demand_fetch), np.zeros(STACK + n_groups, np.int64),
+            np.zeros(STACK + n_groups))  # fmt: skip
     return out, args
