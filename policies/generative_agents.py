@@ -44,12 +44,24 @@ from memlens.features import (
 from memlens.policy import PolicyContext, compiled_kernel
 
 _VECTORS_KEY = "_memlens_tfidf_rows"
+_DISTINCT_KEY = "_memlens_tfidf_distinct"
 #: ``content_boost``'s defaults: the boosts that count when the config does not set them
 BOOST_DEFAULTS = {
     name: p.default
     for name, p in inspect.signature(content_boost).parameters.items()
     if p.default is not inspect.Parameter.empty
 }
+
+
+def _tfidf_of_distinct(trace):
+    """(TF-IDF rows of the distinct item and request texts or None, each text's row), cached
+    on the trace: the vectoriser runs once for the class's dicts and the kernel's arrays."""
+    cached = trace.__dict__.get(_DISTINCT_KEY)
+    if cached is None:
+        distinct, inverse = _distinct_item_and_request_texts(trace)
+        x = tfidf_distinct(distinct, np.bincount(inverse, minlength=len(distinct)))
+        cached = trace.__dict__[_DISTINCT_KEY] = (x, inverse)
+    return cached
 
 
 def tfidf_rows(trace) -> tuple[list[dict[int, float]], list[dict[int, float]]]:
@@ -60,8 +72,7 @@ def tfidf_rows(trace) -> tuple[list[dict[int, float]], list[dict[int, float]]]:
     """
     cached = trace.__dict__.get(_VECTORS_KEY)
     if cached is None:
-        distinct, inverse = _distinct_item_and_request_texts(trace)
-        x = tfidf_distinct(distinct, np.bincount(inverse, minlength=len(distinct)))
+        x, inverse = _tfidf_of_distinct(trace)
         if x is None:
             rows = [{} for _ in inverse]
         else:
@@ -71,6 +82,38 @@ def tfidf_rows(trace) -> tuple[list[dict[int, float]], list[dict[int, float]]]:
         cached = (rows[: trace.n_items], rows[trace.n_items :])
         trace.__dict__[_VECTORS_KEY] = cached
     return cached
+
+
+def tfidf_csr(trace) -> tuple[np.ndarray, ...]:
+    """:func:`tfidf_rows` as CSR arrays (pointer, term, weight) for the items, then the
+    requests, each row in its dict's order, without building a dict (the compiled kernel's
+    input: on a 5M-event trace the dicts were gigabytes)."""
+    x, inverse = _tfidf_of_distinct(trace)
+    if x is None:
+        ptr, term, weight = np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    else:
+        ptr, term, weight = x.indptr.astype(np.int64), x.indices.astype(np.int64), x.data
+    items = _gather_rows(ptr, term, weight, inverse[: trace.n_items])
+    return items + _gather_rows(ptr, term, weight, inverse[trace.n_items :])
+
+
+def _gather_rows(ptr, term, weight, rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The CSR rows ``rows`` (repeats allowed) of (``ptr``, ``term``, ``weight``), in order."""
+    lengths = np.diff(ptr)[rows] if len(ptr) > 1 else np.zeros(len(rows), np.int64)
+    out_ptr = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(lengths, out=out_ptr[1:])
+    at = np.repeat(ptr[rows] - out_ptr[:-1], lengths) + np.arange(out_ptr[-1])
+    return out_ptr, term[at], weight[at]
+
+
+def importance(trace, policy) -> list[float]:
+    """The class's importance of every item (its static value scaled into [0, 1])."""
+    value = static_value(trace, policy.type_base, policy.boosts, policy.cost_threshold,
+                         policy.cost_boost)  # fmt: skip
+    b = {**BOOST_DEFAULTS, **policy.boosts}
+    top = type_array(policy.type_base).max() + policy.cost_boost
+    top += sum(max(0.0, float(v)) for k, v in b.items() if k != "length_ref_tokens")
+    return np.clip(value / top, 0.0, 1.0).tolist()
 
 
 def _distinct_item_and_request_texts(trace) -> tuple[list[str], np.ndarray]:
@@ -136,12 +179,7 @@ class GenerativeAgents(ScanPolicy):
         self.cost_threshold, self.cost_boost = float(cost_threshold), float(cost_boost)
 
     def prepare(self, trace) -> None:
-        value = static_value(trace, self.type_base, self.boosts, self.cost_threshold,
-                             self.cost_boost)  # fmt: skip
-        b = {**BOOST_DEFAULTS, **self.boosts}
-        top = type_array(self.type_base).max() + self.cost_boost
-        top += sum(max(0.0, float(v)) for k, v in b.items() if k != "length_ref_tokens")
-        self._importance = np.clip(value / top, 0.0, 1.0).tolist()
+        self._importance = importance(trace, self)
         self._item_vec, self._req_vec = tfidf_rows(trace)
 
     def reset(self, ctx: PolicyContext) -> None:

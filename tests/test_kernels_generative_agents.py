@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memlens.policies.generative_agents import GenerativeAgents
+from memlens.policies.generative_agents import GenerativeAgents, tfidf_csr
 
 from memlens.checker import same_result, with_alternatives
 from memlens.generate import generate_simple
@@ -91,7 +91,7 @@ def test_relevance_is_the_class_cosine_in_its_summation_order():
     trace = trace_from_events(events)
     policy = GenerativeAgents()
     policy.prepare(trace)
-    q = query_arrays(policy._item_vec, policy._req_vec)
+    q = query_arrays(tfidf_csr(trace))
     shared = 0
     for r, query in enumerate(policy._req_vec):
         policy._query = query
@@ -107,6 +107,26 @@ def test_kernel_is_registered_for_every_configuration():
     assert kernel_of(GenerativeAgents(normalize=False, w_recency=-1.0)) == "generative_agents"
 
 
+def csr_of(rows: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Dict rows as CSR arrays, each row in its dict's order."""
+    ptr = np.cumsum([0] + [len(r) for r in rows])
+    term = np.array([k for r in rows for k in r], np.int64)
+    return ptr, term, np.array([v for r in rows for v in r.values()], np.float64)
+
+
+def test_tfidf_csr_holds_the_class_s_dicts_in_their_order():
+    events = repeated_queries(random_events(np.random.default_rng(3), 120, 2),
+                              np.random.default_rng(4))  # fmt: skip
+    trace = trace_from_events(events)
+    policy = GenerativeAgents()
+    policy.prepare(trace)
+    csr = tfidf_csr(trace)
+    for (ptr, term, weight), rows in ((csr[:3], policy._item_vec), (csr[3:], policy._req_vec)):
+        want = csr_of(rows)
+        assert np.array_equal(ptr, want[0]) and np.array_equal(term, want[1])
+        assert np.array_equal(weight, want[2])
+
+
 def test_vector_ids_are_equal_exactly_for_equal_vectors():
     rows = [
         {1: 0.5, 2: 0.25},
@@ -116,7 +136,7 @@ def test_vector_ids_are_equal_exactly_for_equal_vectors():
         {1: 0.5, 2: 0.25000000000000006},
         {},
     ]
-    assert vector_ids(rows).tolist() == [0, 0, 1, 2, 3, 2]
+    assert vector_ids(*csr_of(rows)).tolist() == [0, 0, 1, 2, 3, 2]
 
 
 def test_repeated_queries_share_a_vector_id():
@@ -125,7 +145,7 @@ def test_repeated_queries_share_a_vector_id():
     trace = trace_from_events(events)
     policy = GenerativeAgents()
     policy.prepare(trace)
-    ids = vector_ids(policy._req_vec)
+    ids = vector_ids(*tfidf_csr(trace)[3:])
     by_text = {}
     for text, v in zip(trace.req_text, ids.tolist()):
         by_text.setdefault(text, v)

@@ -42,42 +42,36 @@ STORE = [(0, 1.0), (1, 1.0), (2, 1.0), (0, -1.0), (1, -1.0), (2, -1.0)]
 N_GROUPS = 16
 
 
-def _csr(rows: list[dict[int, float]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``rows`` as CSR arrays (pointer, term, weight), each row in its dict's order."""
-    ptr = np.zeros(len(rows) + 1, np.int64)
-    np.cumsum([len(r) for r in rows], out=ptr[1:])
-    term = np.fromiter((k for r in rows for k in r), np.int64, int(ptr[-1]))
-    weight = np.fromiter((v for r in rows for v in r.values()), np.float64, int(ptr[-1]))
-    return ptr, term, weight
-
-
-def query_arrays(item_vec: list[dict], req_vec: list[dict]) -> tuple[np.ndarray, ...]:
-    """The relevance arrays of ``scantree._relevance``: items' and requests' CSR vectors, the
-    scratch of the loaded query (term marks, dense weights, which request is loaded), and per
-    request the id of its vector (:func:`vector_ids`)."""
-    iptr, iterm, iw = _csr(item_vec)
-    qptr, qterm, qw = _csr(req_vec)
+def query_arrays(csr: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    """The relevance arrays of ``scantree._relevance``: items' and requests' CSR vectors
+    (``tfidf_csr``), and the scratch of the loaded query (term marks, dense weights, which
+    request is loaded)."""
+    iptr, iterm, iw, qptr, qterm, qw = csr
     vocab = int(max(iterm.max(initial=-1), qterm.max(initial=-1))) + 1
     return (iptr, iterm, iw, qptr, qterm, qw, np.full(max(vocab, 1), -1, np.int64),
-            np.zeros(max(vocab, 1)), np.full(1, -1, np.int64), vector_ids(req_vec))  # fmt: skip
+            np.zeros(max(vocab, 1)), np.full(1, -1, np.int64),
+            vector_ids(qptr, qterm, qw))  # fmt: skip
 
 
-def vector_ids(rows: list[dict[int, float]]) -> np.ndarray:
-    """Per row the id of its vector: equal ids exactly when the {term: weight} dicts are equal
-    (same terms, bit-equal weights), so one query's relevances hold for the other."""
+def vector_ids(ptr: np.ndarray, term: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """Per CSR row the id of its vector: equal ids exactly when the rows hold the same
+    (term, weight) pairs (bit-equal weights), so one query's relevances hold for the other."""
     ids: dict[frozenset, int] = {}
-    return np.array([ids.setdefault(frozenset(r.items()), len(ids)) for r in rows], np.int64)
+    t, w, p = term.tolist(), weight.tolist(), ptr.tolist()
+    return np.array([ids.setdefault(frozenset(zip(t[a:b], w[a:b])), len(ids))
+                     for a, b in zip(p[:-1], p[1:])], np.int64)  # fmt: skip
 
 
-def _trace_query_arrays(trace: Trace, item_vec: list[dict], req_vec: list[dict]):
-    """:func:`query_arrays` of the trace's TF-IDF vectors, the CSR part cached on the trace
-    next to the vectors themselves (building it walks every dict: seconds on a large trace);
-    the scratch arrays are fresh for every replay."""
+def _trace_query_arrays(trace: Trace):
+    """:func:`query_arrays` of the trace's TF-IDF vectors (the class's ``tfidf_rows`` as CSR
+    arrays, ``tfidf_csr``), the CSR part cached on the trace; the scratch arrays are fresh for
+    every replay."""
+    from memlens.policies.generative_agents import tfidf_csr
+
     cached = trace.__dict__.get(_CSR_KEY)
-    if cached is None or cached[0] is not item_vec:
-        cached = (item_vec, query_arrays(item_vec, req_vec))
-        trace.__dict__[_CSR_KEY] = cached
-    q = cached[1]
+    if cached is None:
+        cached = trace.__dict__[_CSR_KEY] = query_arrays(tfidf_csr(trace))
+    q = cached
     scratch = (np.full(q[6].shape[0], -1, np.int64), np.zeros(q[7].shape[0]),
                np.full(1, -1, np.int64))  # fmt: skip
     return q[:6] + scratch + (q[9],)
@@ -97,14 +91,15 @@ def importance_groups(importance: np.ndarray, n_groups: int) -> np.ndarray:
 
 
 def _arguments(policy, trace: Trace, budget: int, demand_fetch: bool):
-    policy.prepare(trace)  # the class's importance and TF-IDF vectors (cached on the trace)
+    from memlens.policies.generative_agents import importance
+
     X = np.zeros((3, trace.n_items))
-    X[1] = np.asarray(policy._importance, np.float64)
+    X[1] = np.asarray(importance(trace, policy), np.float64)  # the class's own
     t0 = np.array([float(trace.ev_t[ev[0]]) if len(ev) else 0.0 for ev in trace.stream_events])
     pol = [policy.w_recency, policy.w_importance, policy.w_relevance, policy.log_decay_per_s,
            1.0 if policy.normalize else 0.0]  # fmt: skip
     return scan_arguments(trace, budget, demand_fetch, GENERATIVE_AGENTS, pol, X, STORE,
-                          query=_trace_query_arrays(trace, policy._item_vec, policy._req_vec),
+                          query=_trace_query_arrays(trace),
                           t0=t0, group=importance_groups(X[1], N_GROUPS),
                           n_groups=N_GROUPS)  # fmt: skip
 
