@@ -5,7 +5,7 @@
 
 1. One generated stream (``simple`` archetype, as in ``bench_oracle.py``) of about 200k and 1M
    needed references, budget 2048, no demand fetch: ``memlens.oracle.solve`` with the default
-   settings (segmented LP, 4 rounds of cover cuts) on 1 and 2 processes, and without cover
+   settings (segmented LP, one round of cover cuts) on 1 and 2 processes, and without cover
    cuts (``cut_rounds=0``) on 1.
 2. The generated 1M-event agent trace of ``bench_kernels.py`` (4 streams), the four default
    budgets: with and without cover cuts, time and gap.
@@ -39,7 +39,8 @@ HEAD = ("| trace | references | budget | method | cut rounds | processes | solve
 RULE = "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"
 
 
-def row(label: str, trace, budget: int, method: str, n_jobs: int, cut_rounds: int = 4) -> str:
+def row(label: str, trace, budget: int, method: str, n_jobs: int,
+        cut_rounds: int = OracleSettings.cut_rounds) -> str:  # fmt: skip
     settings = OracleSettings(cache=False, method=method, n_jobs=n_jobs, cut_rounds=cut_rounds)
     clear_memo()  # n_jobs does not change the numbers, so the memo would answer
     t0 = time.perf_counter()

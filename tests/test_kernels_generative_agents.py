@@ -114,12 +114,18 @@ def csr_of(rows: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return ptr, term, np.array([v for r in rows for v in r.values()], np.float64)
 
 
-def test_tfidf_csr_holds_the_class_s_dicts_in_their_order():
-    events = repeated_queries(random_events(np.random.default_rng(3), 120, 2),
-                              np.random.default_rng(4))  # fmt: skip
+def prepared(seed: int, n_events: int):
+    """A trace with repeated queries and a GenerativeAgents prepared on it (its dicts)."""
+    events = repeated_queries(random_events(np.random.default_rng(seed), n_events, 2),
+                              np.random.default_rng(seed + 1))  # fmt: skip
     trace = trace_from_events(events)
     policy = GenerativeAgents()
     policy.prepare(trace)
+    return trace, policy
+
+
+def test_tfidf_csr_holds_the_class_s_dicts_in_their_order():
+    trace, policy = prepared(3, 120)
     csr = tfidf_csr(trace)
     for (ptr, term, weight), rows in ((csr[:3], policy._item_vec), (csr[3:], policy._req_vec)):
         want = csr_of(rows)
@@ -140,11 +146,7 @@ def test_vector_ids_are_equal_exactly_for_equal_vectors():
 
 
 def test_repeated_queries_share_a_vector_id():
-    events = repeated_queries(random_events(np.random.default_rng(1), 200, 2),
-                              np.random.default_rng(2))  # fmt: skip
-    trace = trace_from_events(events)
-    policy = GenerativeAgents()
-    policy.prepare(trace)
+    trace, _ = prepared(1, 200)
     ids = vector_ids(*tfidf_csr(trace)[3:])
     by_text = {}
     for text, v in zip(trace.req_text, ids.tolist()):
