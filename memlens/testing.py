@@ -137,3 +137,28 @@ def traces(max_events: int = 40, streams: tuple[str, ...] = ("a", "b")) -> Searc
         return events
 
     return event_lists()
+
+
+def timed_events(rng: np.random.Generator, n_events: int, n_streams: int, alternatives: bool,
+                 gaps: list[float]) -> list[dict]:  # fmt: skip
+    """``random_events`` with irregular, non-decreasing times (each gap drawn from ``gaps``:
+    clocks that stand still, tick and jump), optionally in format 1.1."""
+    from memlens.checker import with_alternatives
+
+    events = random_events(rng, n_events, n_streams)
+    t = np.cumsum(rng.choice(gaps, size=len(events)))
+    for ev, ti in zip(events, t.tolist()):
+        ev["t"] = ti
+    return with_alternatives(events, rng) if alternatives else events
+
+
+def assert_kernel_matches(trace: Trace, make, budget: int, demand_fetch: bool) -> None:
+    """A fresh ``make()`` replayed by its compiled kernel gives the reference engine's result
+    exactly (every field, the move log included)."""
+    from memlens.checker import same_result
+    from memlens.simulator import simulate
+
+    ref = simulate(trace, make(), budget, demand_fetch, engine="reference", progress=False)
+    fast = simulate(trace, make(), budget, demand_fetch, engine="fast", progress=False)
+    assert fast.engine == "fast"
+    assert same_result(ref, fast) is None, same_result(ref, fast)

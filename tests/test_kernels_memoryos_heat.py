@@ -8,11 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memlens.policies.memoryos_heat import MemoryOSHeat
 
-from memlens.checker import same_result, with_alternatives
+from memlens import testing
 from memlens.generate import generate_simple
 from memlens.policy import kernel_of
-from memlens.simulator import simulate
-from memlens.testing import random_events
 from memlens.trace_io import trace_from_events
 
 # gaps between events: clocks that stand still (ties), tick, and jump by minutes and hours
@@ -20,19 +18,10 @@ GAPS = [0.0, 0.0, 1.0, 7.0, 600.0, 3600.0 * 5]
 
 
 def timed_events(rng: np.random.Generator, n_events: int, n_streams: int, alternatives: bool):
-    """``random_events`` with irregular times (non-decreasing), optionally in format 1.1."""
-    events = random_events(rng, n_events, n_streams)
-    t = np.cumsum(rng.choice(GAPS, size=len(events)))
-    for ev, ti in zip(events, t.tolist()):
-        ev["t"] = ti
-    return with_alternatives(events, rng) if alternatives else events
+    return testing.timed_events(rng, n_events, n_streams, alternatives, GAPS)
 
 
-def assert_same(trace, make, budget, demand_fetch):
-    ref = simulate(trace, make(), budget, demand_fetch, engine="reference", progress=False)
-    fast = simulate(trace, make(), budget, demand_fetch, engine="fast", progress=False)
-    assert fast.engine == "fast"
-    assert same_result(ref, fast) is None, same_result(ref, fast)
+assert_same = testing.assert_kernel_matches
 
 
 @settings(max_examples=120, deadline=None)
