@@ -1,6 +1,8 @@
 """The score-scanning kernels (MemoryBank, MemoryOS heat, Generative Agents), events/s.
 
     .venv/bin/python benchmarks/bench_scan_kernels.py --events 300000
+    .venv/bin/python benchmarks/bench_scan_kernels.py --events 1000000 \
+        --policies generative_agents --budgets 1024 65536 262144 1048576
 
 Same generated agent trace as ``bench_kernels.py`` (``benchmarks/agent_traces.py``), but the
 policy is built before the clock starts (``make_policy`` composes the Hydra config: up to a
@@ -9,7 +11,7 @@ per budget: the whole ``simulate`` call (argument arrays, per-trace preparation,
 compiled loop alone (``SimResult.wall_s``); best of ``--repeat``, after a warm-up replay.  Also
 the mean items held at a request, the number of evictions, the tree nodes a victim choice
 visits (mean over the replay: the branch and bound's cost, ``scantree.tree_argmin`` counts
-them), and, for comparison, the LRU kernel (``memlens.fastpath``) on the same trace at the
+them; for Generative Agents, which scans, the candidates scored), and, for comparison, the LRU kernel (``memlens.fastpath``) on the same trace at the
 same budgets.  Wall clock on a shared machine:
 the load average is printed.
 """
@@ -53,7 +55,8 @@ def measure(trace, name: str, budget: int, repeat: int) -> tuple[float, float, f
 
 def nodes_per_choice(trace, name: str, budget: int) -> str:
     """Mean tree nodes visited per victim choice in one replay ("-" for a kernel without the
-    bound tree): the scan kernel's own argument builder, then its loop, then its counters."""
+    bound tree; Generative Agents, which scans: the candidates scored per choice): the scan
+    kernel's own argument builder, then its loop, then its counters."""
     if name not in SCAN_KERNELS:
         return "-"
     module = importlib.import_module(f"memlens.kernels.{name}")
@@ -68,6 +71,7 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=300_000)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--policies", nargs="*", default=POLICIES)
+    ap.add_argument("--budgets", nargs="*", type=int, default=BUDGETS)
     args = ap.parse_args()
     trace = load_trace(agent_trace_path(args.events))
     print(f"{trace.n_events:,} events, {trace.n_items:,} items, {trace.n_streams} streams")
@@ -75,7 +79,7 @@ def main() -> None:
           "kernel ev/s |\n|---|---|---|---|---|---|---|")  # fmt: skip
     for name in args.policies:
         simulate(trace, make_policy(name), BUDGETS[0], engine="fast", progress=False)  # warm up
-        for b in BUDGETS:
+        for b in args.budgets:
             total, kernel, held, ev = measure(trace, name, b, args.repeat)
             nodes = nodes_per_choice(trace, name, b)
             print(f"| {name} | {b} | {held:.0f} | {ev:,} | {nodes} | {total / 1e6:.2f}M | "

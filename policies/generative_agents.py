@@ -106,14 +106,14 @@ def _gather_rows(ptr, term, weight, rows) -> tuple[np.ndarray, np.ndarray, np.nd
     return out_ptr, term[at], weight[at]
 
 
-def importance(trace, policy) -> list[float]:
+def importance(trace, policy) -> np.ndarray:
     """The class's importance of every item (its static value scaled into [0, 1])."""
     value = static_value(trace, policy.type_base, policy.boosts, policy.cost_threshold,
                          policy.cost_boost)  # fmt: skip
     b = {**BOOST_DEFAULTS, **policy.boosts}
     top = type_array(policy.type_base).max() + policy.cost_boost
     top += sum(max(0.0, float(v)) for k, v in b.items() if k != "length_ref_tokens")
-    return np.clip(value / top, 0.0, 1.0).tolist()
+    return np.clip(value / top, 0.0, 1.0)
 
 
 def _distinct_item_and_request_texts(trace) -> tuple[list[str], np.ndarray]:
@@ -179,7 +179,7 @@ class GenerativeAgents(ScanPolicy):
         self.cost_threshold, self.cost_boost = float(cost_threshold), float(cost_boost)
 
     def prepare(self, trace) -> None:
-        self._importance = importance(trace, self)
+        self._importance = importance(trace, self).tolist()
         self._item_vec, self._req_vec = tfidf_rows(trace)
 
     def reset(self, ctx: PolicyContext) -> None:

@@ -10,7 +10,7 @@ from memlens.policies.generative_agents import GenerativeAgents, tfidf_csr
 
 from memlens import testing
 from memlens.generate import generate_simple
-from memlens.kernels.generative_agents import importance_groups, query_arrays, vector_ids
+from memlens.kernels.generative_agents import query_arrays, vector_ids
 from memlens.kernels.scantree import _relevance
 from memlens.policy import kernel_of
 from memlens.testing import random_events
@@ -144,10 +144,3 @@ def test_repeated_queries_share_a_vector_id():
     # "refund flight" and "flight refund": other texts, one vector; the others differ
     assert by_text["refund flight"] == by_text["flight refund"]
     assert len({by_text["refund flight"], by_text["error answer"], by_text[""]}) == 3
-
-
-def test_importance_groups_cut_the_ranks_into_equal_groups():
-    imp = np.array([0.9, 0.1, 0.5, 0.3, 0.7, 0.2, 0.8, 0.4])
-    # quartile cuts 0.275, 0.45 and 0.725 (linear interpolation): two items per group
-    assert importance_groups(imp, 4).tolist() == [3, 0, 2, 1, 2, 0, 3, 1]
-    assert importance_groups(np.zeros(0), 4).tolist() == []

@@ -2,29 +2,33 @@
 
 The class (``policies/generative_agents.py``) evicts the lowest ``w_r * recency + w_i *
 importance + w_v * relevance``, each component min-max normalised over the candidates, the
-relevance being the TF-IDF cosine with the stream's latest request.  The bound tree of
-``memlens.kernels.scantree`` keeps per node the minimum and the maximum of the three components,
-so the roots give the normalisation ranges of a victim choice (the class's ``max - min``, the
-same subtraction) and, with the weights of that choice fixed, the score at a node's minima
-(maxima for a negative weight) bounds the items below it.  The TF-IDF vectors are the class's
-own (``tfidf_rows``), laid out as CSR arrays in the class's dict order so every cosine is summed
-in the same order.
+relevance being the TF-IDF cosine with the stream's latest request.  The TF-IDF vectors are
+the class's own (``tfidf_rows``), laid out as CSR arrays in the class's dict order so every
+cosine is summed in the same order.
 
-Recency follows the leaf order but importance does not, so a node mixing an old unimportant
-item with a new important one has a bound far below both; each stream therefore has
-``N_GROUPS`` trees, one per sixteenth of the trace's importances (``importance_groups``),
-searched together.  On the benchmark trace at budget 65536 (about 500 items held) that cut the
-nodes a victim choice visits about fourfold (4 or 64 groups did less well).
+This kernel **scans**; it keeps no bound tree (``scantree`` keeps one for MemoryBank and
+MemoryOS heat).  Each stream's candidates keep their three components, recency rank and span
+of TF-IDF terms in slots of their own, end to end (``scantree._copy_to_slot``).  A victim
+choice is two passes over the slots: the three spreads (the normalisation), then the lowest
+score with the reference's expression (ties: the least recent).  A request with a new query
+vector re-scores every slot, testing the item's terms against the query's terms held as bits
+(``scantree._relevance``).
 
-Cost, said plainly: every request sets a new query, and the class re-scores the relevance of
-every candidate.  The kernel skips that when the request's TF-IDF vector equals the previous
-request's (``vector_ids``; most requests of the benchmark trace repeat the previous query), and
-otherwise also passes over every candidate of the stream (reading only the terms of each item):
-O(items held x terms per item), each changed relevance an O(log n) update of two tree
-components (``scantree._restore_relevance``).  Only the items sharing a term with the request
-can get a non-zero relevance, but on the benchmark trace about 40% of the items held share one,
-and an inverted index over the candidates' terms, tried, was slower: its upkeep at every
-insert and eviction cost more than the cosines it skipped.
+Why no tree: every term of the score moves with the query, so an exact ranking cannot avoid
+work in the number of items held.
+
+* A request with a new TF-IDF vector changes every candidate's relevance, and with it the
+  relevance spread that weights the whole ranking. The class re-scores every candidate, and
+  so must an exact kernel; in a tree each re-score is an O(log n) update besides.  On the
+  benchmark trace one request in four brings a new vector (``vector_ids``; a repeated vector
+  re-scores nothing), and about 40% of the candidates share a term with it.
+* The bound tree this kernel had (per-component minima, one tree per sixteenth of the
+  importances) visited a fifth to a twentieth as many nodes as there were candidates at 500 to
+  8,000 items held, but each visit cost more than a slot's score. It lost to this scan by 2x
+  to 3x at every budget from 1K to 1M tokens (``benchmarks/results/ga_scan_vs_tree.md``).
+
+So the cost per victim choice grows with the items held: ``benchmarks/bench_kernels.py``
+measures it (2M events/s is reached up to 16K tokens, about 120 items held, not at 64K).
 """
 
 from __future__ import annotations
@@ -35,20 +39,17 @@ from memlens.kernels.common import result, timed
 from memlens.kernels.scantree import GENERATIVE_AGENTS, replay_scan, scan_arguments
 from memlens.trace import Trace
 
-#: every component stored twice in the tree: its minimum, and its maximum as a negated minimum
 _CSR_KEY = "_memlens_tfidf_csr"
-STORE = [(0, 1.0), (1, 1.0), (2, 1.0), (0, -1.0), (1, -1.0), (2, -1.0)]
-#: the bound tree's importance groups per stream (``importance_groups``)
-N_GROUPS = 16
 
 
 def query_arrays(csr: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
     """The relevance arrays of ``scantree._relevance``: items' and requests' CSR vectors
-    (``tfidf_csr``), and the scratch of the loaded query (term marks, dense weights, which
-    request is loaded)."""
+    (``tfidf_csr``), and the scratch of the loaded query (its terms as bits, its weights
+    dense, which request is loaded)."""
     iptr, iterm, iw, qptr, qterm, qw = csr
     vocab = int(max(iterm.max(initial=-1), qterm.max(initial=-1))) + 1
-    return (iptr, iterm, iw, qptr, qterm, qw, np.full(max(vocab, 1), -1, np.int64),
+    iterm = iterm.astype(np.int32)  # half the bytes a re-scoring pass reads
+    return (iptr, iterm, iw, qptr, qterm, qw, np.zeros(vocab // 64 + 1, np.uint64),
             np.zeros(max(vocab, 1)), np.full(1, -1, np.int64),
             vector_ids(qptr, qterm, qw))  # fmt: skip
 
@@ -72,36 +73,21 @@ def _trace_query_arrays(trace: Trace):
     if cached is None:
         cached = trace.__dict__[_CSR_KEY] = query_arrays(tfidf_csr(trace))
     q = cached
-    scratch = (np.full(q[6].shape[0], -1, np.int64), np.zeros(q[7].shape[0]),
+    scratch = (np.zeros(q[6].shape[0], np.uint64), np.zeros(q[7].shape[0]),
                np.full(1, -1, np.int64))  # fmt: skip
     return q[:6] + scratch + (q[9],)
-
-
-def importance_groups(importance: np.ndarray, n_groups: int) -> np.ndarray:
-    """Every item's group in the bound tree: which of ``n_groups`` quantile ranges of the
-    trace's importances its importance falls in (equal importances share a group).  Any
-    grouping gives the same victims; this one only makes the bounds tight, so the quantiles
-    are those of a regular sample of at most 65536 items (sorting a million importances took
-    0.13 s, a tenth of a replay)."""
-    if importance.shape[0] == 0 or n_groups == 1:
-        return np.zeros(importance.shape[0], np.int64)
-    sample = importance[:: max(1, importance.shape[0] // 65536)]
-    cuts = np.quantile(sample, np.arange(1, n_groups) / n_groups)
-    return np.searchsorted(cuts, importance, side="right").astype(np.int64)
 
 
 def _arguments(policy, trace: Trace, budget: int, demand_fetch: bool):
     from memlens.policies.generative_agents import importance
 
     X = np.zeros((3, trace.n_items))
-    X[1] = np.asarray(importance(trace, policy), np.float64)  # the class's own
+    X[1] = importance(trace, policy)  # the class's own
     t0 = np.array([float(trace.ev_t[ev[0]]) if len(ev) else 0.0 for ev in trace.stream_events])
     pol = [policy.w_recency, policy.w_importance, policy.w_relevance, policy.log_decay_per_s,
            1.0 if policy.normalize else 0.0]  # fmt: skip
-    return scan_arguments(trace, budget, demand_fetch, GENERATIVE_AGENTS, pol, X, STORE,
-                          query=_trace_query_arrays(trace),
-                          t0=t0, group=importance_groups(X[1], N_GROUPS),
-                          n_groups=N_GROUPS)  # fmt: skip
+    return scan_arguments(trace, budget, demand_fetch, GENERATIVE_AGENTS, pol, X, [],
+                          query=_trace_query_arrays(trace), t0=t0)  # fmt: skip
 
 
 def replay(policy, trace: Trace, budget: int, demand_fetch: bool, seed: int):

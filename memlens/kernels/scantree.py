@@ -4,7 +4,9 @@ MemoryBank, MemoryOS heat and Generative Agents rank their resident, unpinned it
 that moves with the trace time (a decay shared by every item, per-item constants, a relevance
 to the latest request), so no fixed-key heap follows their order.  Their reference
 (``ScanPolicy.victims``) scores every resident item at each victim choice.  This module finds
-the same victim without scoring every item: a **bound tree**.
+the same victim without scoring every item, for MemoryBank and MemoryOS heat: a **bound
+tree**.  Generative Agents scans (``memlens/kernels/generative_agents.py`` says why), over
+its candidates' components kept in slots of their own, end to end (:func:`scan_argmin`).
 
 Every score here is a function ``f(x0, x1, x2, t)`` of three per-item numbers, monotone in each
 (non-decreasing or non-increasing, the direction given by the sign of the policy's weight), and
@@ -18,9 +20,6 @@ bound and best recency, can no longer beat the best leaf found).  The leaves hol
 components, so the winning score is the reference's number and ties go, as in the reference, to
 the least recent item: recency is the pair (event of the last write or use, a sequence number),
 which is the order of ``ScanPolicy``'s ``OrderedDict`` including its ``unpin`` placement.
-A stream may also have several trees (``new_tree``'s groups, searched together from their
-roots): Generative Agents groups its items by importance, so that a node's per-component
-minima come from items of about the same importance.
 
 Cost: an update is O(log m) (m = leaves: at most twice the most items held so far; packing
 is amortised), a victim choice visits the nodes whose bound is at most the victim's score: the
@@ -48,43 +47,35 @@ from memlens.trace import EventKind, Trace
 
 MEMORYBANK, MEMORYOS_HEAT, GENERATIVE_AGENTS = 0, 1, 2
 NO_REC = np.iinfo(np.int64).max  # the recency rank of an empty node
-STACK = 256  # + the number of groups: depth-first, at most two nodes pushed per level
+STACK = 256  # depth-first, at most two nodes pushed per level
 
 
-def new_tree(trace: Trace, n_stored: int, group: np.ndarray | None = None, n_groups: int = 1):
+def new_tree(trace: Trace, n_stored: int):
     """Empty bound trees for every stream of ``trace``, ``n_stored`` components per node.
-
-    With ``n_groups > 1`` a stream has one tree per group (item ``i`` in group ``group[i]``,
-    its *region* ``stream * n_groups + group``) and a victim choice searches them together:
-    Generative Agents groups its items by importance so that a node's items have about the
-    same importance, which keeps the bound at its per-component minima tight.
 
     A stream's candidates take leaves left to right in the order they are (re)placed, which is
     about their recency order, so neighbouring leaves have similar components and the bounds
     are tight.  When the last leaf is taken the live leaves are packed to the left (and the
     number of leaves doubled if they fill more than half), so the tree's size follows the
     items held, up to the stream's item count rounded up to a power of two.
-    Returns ``(toff, width, cap, islot, slot_item, val, rec, nxt, live, sbase, region,
-    n_groups)``: per region the offset of its nodes (``2 * width`` of them) and its current
-    number of leaves; per item its leaf slot (-1: not a candidate); per slot its item; per node
-    the minima of the stored components and the smallest recency rank; per region the next
-    free slot, the number of candidates and the offset of its slots; per item its region."""
-    region = trace.item_stream.astype(np.int64) * n_groups
-    if group is not None:
-        region += group
-    n_regions = trace.n_streams * n_groups
-    counts = np.bincount(region, minlength=n_regions)
-    width = np.ones(n_regions, np.int64)
+    Returns ``(toff, width, cap, islot, slot_item, val, rec, nxt, live, sbase)``: per stream
+    the offset of its nodes (``2 * width`` of them) and its current number of leaves; per item
+    its leaf slot (-1: not a candidate); per slot its item; per node the minima of the stored
+    components and the smallest recency rank; per stream the next free slot, the number of
+    candidates and the offset of its slots."""
+    n_streams = trace.n_streams
+    counts = np.bincount(trace.item_stream, minlength=n_streams)
+    width = np.ones(n_streams, np.int64)
     for s, c in enumerate(counts.tolist()):
         while width[s] < c:
             width[s] *= 2
-    toff = np.zeros(n_regions, np.int64)
-    sbase = np.zeros(n_regions, np.int64)
-    if n_regions:
+    toff = np.zeros(n_streams, np.int64)
+    sbase = np.zeros(n_streams, np.int64)
+    if n_streams:
         toff[1:] = np.cumsum(2 * width)[:-1]
         sbase[1:] = np.cumsum(width)[:-1]
-    n_nodes = int((2 * width).sum()) if n_regions else 1
-    n_slots = int(width.sum()) if n_regions else 1
+    n_nodes = int((2 * width).sum()) if n_streams else 1
+    n_slots = int(width.sum()) if n_streams else 1
     cap = np.minimum(width, 8)
     # sized for every stream's largest tree but written only as far as its current one
     # (``_pack`` writes the whole of a grown tree): the untouched pages are never mapped,
@@ -92,13 +83,18 @@ def new_tree(trace: Trace, n_stored: int, group: np.ndarray | None = None, n_gro
     val = np.empty((n_nodes, n_stored))
     rec = np.empty(n_nodes, np.int64)
     slot_item = np.empty(n_slots, np.int32)
-    for s in range(n_regions):
+    for s in range(n_streams):
         val[toff[s] : toff[s] + 2 * cap[s]] = np.inf
         rec[toff[s] : toff[s] + 2 * cap[s]] = NO_REC
         slot_item[sbase[s] : sbase[s] + width[s]] = -1
     return (toff, width, cap, np.full(trace.n_items, -1, np.int64), slot_item, val, rec,
-            np.zeros(n_regions, np.int64), np.zeros(n_regions, np.int64), sbase, region,
-            np.array([n_groups], np.int64))  # fmt: skip
+            np.zeros(n_streams, np.int64), np.zeros(n_streams, np.int64), sbase)  # fmt: skip
+
+
+def no_tree():
+    """:func:`new_tree`'s arrays, empty: Generative Agents scans its candidates instead."""
+    z, e = np.zeros(1, np.int64), np.zeros(0, np.int64)
+    return (z, z, z, e, np.zeros(0, np.int32), np.zeros((1, 1)), z, z, z, z)
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
@@ -163,19 +159,12 @@ def _pack(tree, s):
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
-def _region(tree, s, i):
-    """Item ``i``'s region: its stream ``s`` itself when a stream has one (no load)."""
-    return s if tree[11][0] == 1 else tree[10][i]
-
-
-@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def tree_drop(tree, s, i):
     """Item ``i`` (stream ``s``) is no longer a candidate."""
     toff, cap, islot, slot_item, val = tree[0], tree[2], tree[3], tree[4], tree[5]
     k = islot[i]
     if k < 0:
         return
-    s = _region(tree, s, i)
     g = toff[s] + cap[s] + k
     for j in range(val.shape[1]):
         val[g, j] = np.inf
@@ -192,7 +181,6 @@ def tree_put(tree, s, i, stored, r):
     ``r``, in the next leaf of its region (a candidate already placed leaves its old one)."""
     toff, cap, islot, slot_item, val, nxt = tree[0], tree[2], tree[3], tree[4], tree[5], tree[7]
     tree_drop(tree, s, i)
-    s = _region(tree, s, i)
     if nxt[s] == cap[s]:
         _pack(tree, s)
     k = nxt[s]
@@ -224,50 +212,38 @@ def _bound(mode, val, g, t, prm, bidx, bsgn, leaf):
         env = lo + prm[4] * (hi - lo)
         env -= 1e-9 * (abs(lo) + abs(hi) + 1.0)
         return score if score > env else env
-    x2 = bsgn[2] * val[g, bidx[2]]
-    if mode == MEMORYOS_HEAT:  # a * visits + b * length + g * exp((seen - t) / tau)
-        heat = prm[0] * x0 + prm[1] * x1 + prm[2] * math.exp((x2 - t) / prm[3])
-        # the envelope bound (``_rebase``): every item's heat is a line in u = prm[4]
-        lo, hi = val[g, 3], val[g, 4]
-        env = lo + prm[4] * (hi - lo)
-        env -= 1e-9 * (abs(lo) + prm[4] * abs(hi) + abs(prm[2]) + 1.0)
-        return heat if heat > env else env
-    return prm[0] * (prm[3] * x0) + prm[1] * x1 + prm[2] * x2  # wr * (c * rho) + wi * imp + ...
+    # MemoryOS heat: a * visits + b * length + g * exp((seen - t) / tau)
+    heat = prm[0] * x0 + prm[1] * x1 + prm[2] * math.exp((bsgn[2] * val[g, bidx[2]] - t) / prm[3])
+    # the envelope bound (``_rebase``): every item's heat is a line in u = prm[4]
+    lo, hi = val[g, 3], val[g, 4]
+    env = lo + prm[4] * (hi - lo)
+    env -= 1e-9 * (abs(lo) + prm[4] * abs(hi) + abs(prm[2]) + 1.0)
+    return heat if heat > env else env
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def tree_argmin(tree, s, t, mode, prm, bidx, bsgn, stk_n, stk_b):
     """The candidate of stream ``s`` with the smallest (score at ``t``, recency), or -1.
-    The roots of the stream's regions start on the stack, smallest bound on top; a stack
-    entry is ``region << 32 | node``.  ``prm[6]`` and ``prm[7]`` count the calls and the nodes
-    taken off the stack (``benchmarks/bench_scan_kernels.py`` reports nodes per choice)."""
-    toffs, caps, slot_item, val, rec, sbases = tree[0], tree[2], tree[4], tree[5], tree[6], tree[9]
-    n_groups = tree[11][0]
+    Depth first from the root, the child with the smaller bound first.  ``prm[6]`` and
+    ``prm[7]`` count the calls and the nodes taken off the stack
+    (``benchmarks/bench_scan_kernels.py`` reports nodes per choice)."""
+    toff, width, slot_item, val, rec = tree[0][s], tree[2][s], tree[4], tree[5], tree[6]
+    sbase = tree[9][s]
     best, best_rec, best_i = np.inf, NO_REC, -1
     sp = 0
-    for rg in range(s * n_groups, (s + 1) * n_groups):
-        if rec[toffs[rg] + 1] == NO_REC:
-            continue
-        b = _bound(mode, val, toffs[rg] + 1, t, prm, bidx, bsgn, caps[rg] == 1)
-        k = sp
-        while k > 0 and stk_b[k - 1] < b:  # insertion: bounds decrease towards the top
-            stk_n[k], stk_b[k] = stk_n[k - 1], stk_b[k - 1]
-            k -= 1
-        stk_n[k], stk_b[k] = (rg << 32) | 1, b
-        sp += 1
+    if rec[toff + 1] != NO_REC:
+        stk_n[0], stk_b[0] = 1, _bound(mode, val, toff + 1, t, prm, bidx, bsgn, width == 1)
+        sp = 1
     prm[6] += 1.0
     while sp > 0:
         sp -= 1
         prm[7] += 1.0
-        rg = stk_n[sp] >> 32
-        nd = stk_n[sp] & 0xFFFFFFFF
-        b = stk_b[sp]
-        toff, width = toffs[rg], caps[rg]
+        nd, b = stk_n[sp], stk_b[sp]
         g = toff + nd
         if b > best or (b == best and rec[g] > best_rec):
             continue
         if nd >= width:  # a leaf: its bound is its exact score, and it beats the best
-            best, best_rec, best_i = b, rec[g], slot_item[sbases[rg] + nd - width]
+            best, best_rec, best_i = b, rec[g], slot_item[sbase + nd - width]
             continue
         ga = toff + 2 * nd
         gb = ga + 1
@@ -278,32 +254,73 @@ def tree_argmin(tree, s, t, mode, prm, bidx, bsgn, stk_n, stk_b):
         if bb < ba:
             first, second, bf, bs = second, first, bb, ba
         if rec[toff + second] != NO_REC:  # pushed first: explored after ``first``
-            stk_n[sp], stk_b[sp] = (rg << 32) | second, bs
+            stk_n[sp], stk_b[sp] = second, bs
             sp += 1
         if rec[toff + first] != NO_REC:
-            stk_n[sp], stk_b[sp] = (rg << 32) | first, bf
+            stk_n[sp], stk_b[sp] = first, bf
             sp += 1
     return best_i
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def scan_argmin(S, s, prm):
+    """:func:`tree_argmin` of a stream without its tree (Generative Agents only), by a scan
+    of its candidates: the leaf's score expression on the same components, the same rule for
+    ties (the least recent wins).  ``prm[7]`` counts the candidates scored."""
+    CX, CR, members, mbase, msize = S[15], S[16], S[10], S[11], S[13]
+    best, best_rec, best_k = np.inf, NO_REC, -1
+    prm[6] += 1.0
+    prm[7] += msize[s]
+    for k in range(mbase[s], mbase[s] + msize[s]):
+        b = prm[0] * (prm[3] * CX[0, k]) + prm[1] * CX[1, k] + prm[2] * CX[2, k]
+        if not (b > best or (b == best and CR[k] > best_rec)):
+            best, best_rec, best_k = b, CR[k], k
+    return members[best_k] if best_k >= 0 else -1
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _scan_spreads(S, s, spread):
+    """Every component's spread (maximum - minimum) over stream ``s``'s candidates, into
+    ``spread``, in one pass over their slots."""
+    CX, mbase, msize = S[15], S[11], S[13]
+    lo0, hi0, lo1, hi1, lo2, hi2 = np.inf, -np.inf, np.inf, -np.inf, np.inf, -np.inf
+    for j in range(mbase[s], mbase[s] + msize[s]):
+        lo0, hi0 = min(lo0, CX[0, j]), max(hi0, CX[0, j])
+        lo1, hi1 = min(lo1, CX[1, j]), max(hi1, CX[1, j])
+        lo2, hi2 = min(lo2, CX[2, j]), max(hi2, CX[2, j])
+    spread[0], spread[1], spread[2] = hi0 - lo0, hi1 - lo1, hi2 - lo2
 
 
 # --------------------------------------------------------------------------- policy state
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _relevance(Q, i, qr):
     """Cosine of item ``i``'s TF-IDF vector with request ``qr``'s (0 without a shared term),
-    summed over the item's terms in stored order, as ``GenerativeAgents.relevance`` does."""
-    iptr, iterm, iw, qptr, qterm, qw = Q[0], Q[1], Q[2], Q[3], Q[4], Q[5]
-    qmark, qdense, loaded = Q[6], Q[7], Q[8]
+    summed over the item's terms in stored order, as ``GenerativeAgents.relevance`` does.
+    The loaded query's terms are bits of ``Q[6]`` (a vocabulary of 100,000 terms is 12.5 KB,
+    so the test stays in the first-level cache) and its weights dense in ``Q[7]``."""
+    return _relevance_of_terms(Q, Q[0][i], Q[0][i + 1], qr)
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _relevance_of_terms(Q, start, end, qr):
+    """:func:`_relevance` of the item whose terms are ``Q[1][start:end]``."""
+    iterm, iw, qptr, qterm, qw = Q[1], Q[2], Q[3], Q[4], Q[5]
+    qbits, qdense, loaded = Q[6], Q[7], Q[8]
     if qr < 0 or qptr[qr] == qptr[qr + 1]:
         return 0.0
     if loaded[0] != qr:
+        if loaded[0] >= 0:
+            for k in range(qptr[loaded[0]], qptr[loaded[0] + 1]):
+                qbits[qterm[k] >> 6] = 0
         for k in range(qptr[qr], qptr[qr + 1]):
-            qmark[qterm[k]] = qr
+            qbits[qterm[k] >> 6] |= np.uint64(1) << np.uint64(qterm[k] & 63)
             qdense[qterm[k]] = qw[k]
         loaded[0] = qr
     acc = 0.0
-    for k in range(iptr[i], iptr[i + 1]):
-        if qmark[iterm[k]] == qr:
-            acc += iw[k] * qdense[iterm[k]]
+    for k in range(start, end):
+        term = iterm[k]
+        if (qbits[term >> 6] >> np.uint64(term & 63)) & np.uint64(1):
+            acc += iw[k] * qdense[term]
     return acc
 
 
@@ -321,8 +338,7 @@ def _rebase(mode, S, K, tree, s, t):
 
     MemoryBank's exponent ``-(t - learned) / unit / strength`` is a line in ``t`` itself, so
     its envelope interpolates between ``t = T`` and ``t = T + H`` (``H = K[7][s]``, about 256
-    of the stream's events), with ``T`` moved up to ``t`` when ``t`` passes ``T + H``.
-    Both keep one region per stream (``new_tree``'s ``n_groups`` 1)."""
+    of the stream's events), with ``T`` moved up to ``t`` when ``t`` passes ``T + H``."""
     X = S[0]
     toff, cap, slot_item, val, sb = tree[0][s], tree[2][s], tree[4], tree[5], tree[9][s]
     K[3][s] = t
@@ -363,34 +379,39 @@ def _envelope(mode, X, K, s, i):
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _copy_to_slot(S, i):
+    """Candidate ``i``'s components, recency and span of TF-IDF terms into its slot of the
+    candidates' own arrays (``S[15]``, ``S[16]``, ``S[18]``: in the order of ``members``, so
+    a scan reads them end to end).  From then on the slot's relevance is the one kept up to
+    date (``observe``), not ``X``'s."""
+    X, CX, CT, iptr, k = S[0], S[15], S[18], S[17], S[12][i]
+    CX[1, k] = X[1, i]
+    CX[2, k] = X[2, i]
+    CT[0, k] = iptr[i]
+    CT[1, k] = iptr[i + 1]
+    _refresh_slot(S, i)
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _refresh_slot(S, i):
+    """Candidate ``i`` was used: its slot's recency component and recency rank."""
+    k = S[12][i]
+    S[15][0, k] = S[0][0, i]
+    S[16][k] = (S[4][i] << 32) | S[5][i]
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _put(mode, S, K, tree, s, i):
-    """(Re)place candidate ``i`` in the tree with its current components and recency."""
+    """(Re)place candidate ``i`` in the tree with its current components and recency
+    (Generative Agents, which has no tree: in its slot, :func:`_copy_to_slot`)."""
     X, ssrc, ssgn, stored, last, seq = S[0], S[1], S[2], S[3], S[4], S[5]
+    if mode == GENERATIVE_AGENTS:
+        _copy_to_slot(S, i)
+        return
     _envelope(mode, X, K, s, i)
     for j in range(ssrc.shape[0]):
         stored[j] = ssgn[j] * X[ssrc[j], i]
     tree_put(tree, s, i, stored, (last[i] << 32) | seq[i])
-
-
-@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
-def _restore_relevance(tree, i, r):
-    """Generative Agents' candidate ``i`` has relevance ``r`` now: its leaf's stored relevance
-    and negated relevance (components 2 and 5 of ``generative_agents.STORE``) are rewritten
-    and only those two are carried up (``_fix`` would compare all six and the recency at every
-    level)."""
-    toff, val = tree[0][tree[10][i]], tree[5]
-    nd = tree[2][tree[10][i]] + tree[3][i]
-    val[toff + nd, 2] = r
-    val[toff + nd, 5] = -r
-    while nd > 1:
-        nd >>= 1
-        a = toff + 2 * nd
-        lo = min(val[a, 2], val[a + 1, 2])
-        neg_hi = min(val[a, 5], val[a + 1, 5])
-        if lo == val[toff + nd, 2] and neg_hi == val[toff + nd, 5]:
-            break
-        val[toff + nd, 2] = lo
-        val[toff + nd, 5] = neg_hi
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
@@ -442,7 +463,7 @@ def cand_add(mode, S, K, tree, s, i):
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
-def cand_remove(S, tree, s, i):
+def cand_remove(mode, S, tree, s, i):
     """Item ``i`` leaves the candidates (evicted or pinned)."""
     inres, members, mbase, mpos, msize = S[8], S[10], S[11], S[12], S[13]
     if inres[i] == 0:
@@ -454,7 +475,12 @@ def cand_remove(S, tree, s, i):
     members[k] = j
     mpos[j] = k
     msize[s] -= 1
-    tree_drop(tree, s, i)
+    if mode == GENERATIVE_AGENTS:
+        CX, CR, CT = S[15], S[16], S[18]
+        CX[0, k], CX[1, k], CX[2, k], CR[k] = CX[0, end], CX[1, end], CX[2, end], CR[end]
+        CT[0, k], CT[1, k] = CT[0, end], CT[1, end]
+    else:
+        tree_drop(tree, s, i)
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
@@ -473,27 +499,26 @@ def observe(mode, S, K, Q, tree, x, now, s):
         if inres[i]:
             ctr[0] += 1
             seq[i] = ctr[0]
-            _put(mode, S, K, tree, s, i)
+            if mode == GENERATIVE_AGENTS:
+                _refresh_slot(S, i)
+            else:
+                _put(mode, S, K, tree, s, i)
     if mode == GENERATIVE_AGENTS:
         prev = K[4][s]
         K[4][s] = x
         if prev >= 0 and Q[9][prev] == Q[9][x]:
             return  # the same query vector: every candidate's relevance is already its own
-        X, members, mbase, msize = S[0], S[10], S[11], S[13]
+        CX, CT, mbase, msize = S[15], S[18], S[11], S[13]
         for k in range(mbase[s], mbase[s] + msize[s]):
-            i = members[k]
-            r = _relevance(Q, i, x)
-            if r != X[2, i]:
-                X[2, i] = r
-                _restore_relevance(tree, i, r)
+            CX[2, k] = _relevance_of_terms(Q, CT[0, k], CT[1, k], x)
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
-def _query_weights(mode, K, tree, s, t, W):
-    """The score's parameters for one victim choice at ``t`` (``W``: prm, bidx, bsgn).
-    Generative Agents' weights depend on the candidates' ranges (min-max normalisation), fixed
-    for the whole choice as the class scores once and then sorts."""
-    prm, bidx, bsgn = W
+def _query_weights(mode, S, K, tree, s, t, W):
+    """The score's parameters for one victim choice at ``t`` (``W[0]``).  Generative Agents'
+    weights depend on the candidates' spreads (min-max normalisation), fixed for the whole
+    choice as the class scores once and then sorts."""
+    prm = W[0]
     pol = K[2]
     if mode == MEMORYOS_HEAT:
         prm[4] = math.exp((K[3][s] - t) / pol[3])
@@ -501,23 +526,16 @@ def _query_weights(mode, K, tree, s, t, W):
         prm[4] = (t - K[3][s]) / K[7][s]
     if mode != GENERATIVE_AGENTS:
         return
-    val, n_groups = tree[5], tree[11][0]
+    spread = W[3]
     prm[3] = 1.0
+    if pol[4] != 0.0:
+        _scan_spreads(S, s, spread)
     for k in range(3):
         w = pol[k]
         if pol[4] != 0.0:
-            lo, neg_hi = np.inf, np.inf  # the component's minimum and negated maximum
-            for rg in range(s * n_groups, (s + 1) * n_groups):
-                root = tree[0][rg] + 1
-                lo = min(lo, val[root, k])
-                neg_hi = min(neg_hi, val[root, k + 3])
-            r = -neg_hi - lo
+            r = spread[k]
             w = w / r if r > 1e-12 else 0.0
         prm[k] = w
-        if w >= 0.0:
-            bidx[k], bsgn[k] = k, 1.0
-        else:
-            bidx[k], bsgn[k] = k + 3, -1.0
     if pol[4] == 0.0:
         prm[3] = math.exp(pol[3] * (t - K[3][s]))
 
@@ -537,14 +555,17 @@ def make_room(mode, S, K, tree, W, io, s, e, budget, stk_n, stk_b, m):
     evictions, false_ev, mv_event, mv_item, mv_kind = io[6], io[7], io[8], io[9], io[10]
     t = K[0][e]
     while used[s] > budget and used[s] > pinned_tok[s]:
-        _query_weights(mode, K, tree, s, t, W)
+        _query_weights(mode, S, K, tree, s, t, W)
         excess = used[s] - budget
         freed = 0
         while freed < excess:
-            v = tree_argmin(tree, s, t, mode, W[0], W[1], W[2], stk_n, stk_b)
+            if mode == GENERATIVE_AGENTS:
+                v = scan_argmin(S, s, W[0])
+            else:
+                v = tree_argmin(tree, s, t, mode, W[0], W[1], W[2], stk_n, stk_b)
             if v < 0:
                 break
-            cand_remove(S, tree, s, v)
+            cand_remove(mode, S, tree, s, v)
             freed += item_tokens[v]
             in_wm[v] = 0
             used[s] -= item_tokens[v]
@@ -652,7 +673,7 @@ def replay_scan(
                     m = enter(mode, S, K, Q, tree, io, s, x, e, MoveKind.PIN, m)
                 pinned[x] = 1
                 pinned_tok[s] += item_tokens[x]
-                cand_remove(S, tree, s, x)
+                cand_remove(mode, S, tree, s, x)
                 grew = True
         elif k == EventKind.UNPIN:
             if pinned[x] == 1:
@@ -681,24 +702,26 @@ def _horizon(trace: Trace) -> np.ndarray:
 
 def _empty_query():
     """The relevance arrays of a policy without relevance (never read)."""
-    z64, zi = np.zeros(1, np.int64), np.zeros(0, np.int64)
-    return (z64, zi, np.zeros(0), z64, zi, np.zeros(0), np.full(1, -1, np.int64), np.zeros(1),
+    z64, zi, z = np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    return (z64, np.zeros(0, np.int32), z, z64, zi, z, np.zeros(1, np.uint64), np.zeros(1),
             np.full(1, -1, np.int64), zi)  # fmt: skip
 
 
 def scan_arguments(trace: Trace, budget: int, demand_fetch: bool, mode: int, pol, X, store,
-                   strength=None, query=None, t0=None, group=None, n_groups=1):  # fmt: skip
+                   strength=None, query=None, t0=None):  # fmt: skip
     """The output buffers and the argument tuple of :func:`replay_scan`.
 
     ``pol`` the policy's constants, ``X`` its per-item components (3 x items, static ones
     filled), ``store`` the (component, sign) of every stored tree value, ``strength`` the
     MemoryBank strength per number of uses, ``query`` the relevance arrays, ``t0`` per stream
-    the first event's time (Generative Agents' recency origin), ``group`` and ``n_groups``
-    the items' groups in the bound tree (``new_tree``)."""
+    the first event's time (Generative Agents' recency origin).  Generative Agents has no
+    tree (:func:`no_tree`) but its candidates' components in slots (``S[15]``, ``S[16]``)."""
     out = outputs(trace, demand_fetch)
     (ev_kind, ev_stream, ev_ref, item_tokens, needs_ptr, needs, alt_need, alt_ptr, alt_items,
      n_uses) = trace_arrays(trace)  # fmt: skip
     n, n_streams = trace.n_items, trace.n_streams
+    scan = mode == GENERATIVE_AGENTS
+    Q = _empty_query() if query is None else query
     X = np.concatenate([X, np.zeros((5 - X.shape[0], n))]) if X.shape[0] < 5 else X
     ssrc = np.array([c for c, _ in store], np.int64)
     ssgn = np.array([g for _, g in store], np.float64)
@@ -707,24 +730,24 @@ def scan_arguments(trace: Trace, budget: int, demand_fetch: bool, mode: int, pol
     S = (X, ssrc, ssgn, np.zeros(len(store)), np.zeros(n, np.int64), np.zeros(n, np.int64),
          np.zeros(n, np.int64), np.zeros(n, np.uint8), np.zeros(n, np.uint8),
          np.zeros(1, np.int64), np.zeros(n, np.int32), mbase, np.zeros(n, np.int64),
-         np.zeros(n_streams, np.int64), np.zeros(n, np.uint8))  # fmt: skip
+         np.zeros(n_streams, np.int64), np.zeros(n, np.uint8), np.zeros((3, n if scan else 0)),
+         np.zeros(n if scan else 0, np.int64), Q[0],
+         np.zeros((2, n if scan else 0), np.int64))  # fmt: skip
     K = (trace.ev_t, np.zeros(1) if strength is None else strength,
          np.asarray(pol, np.float64), np.zeros(n_streams) if t0 is None else t0,
          np.full(n_streams, -1, np.int64), trace.request_items_ptr.astype(np.int64, copy=False),
          trace.group_items.astype(np.int32, copy=False), _horizon(trace),
          np.zeros(n_streams, np.int64))  # fmt: skip
-    bidx = np.array([0, 1, 2], np.int64)  # Generative Agents sets its own per victim choice
-    bsgn = np.array(([g for _, g in store] + [1.0, 1.0])[:3])
+    bidx = np.array([0, 1, 2], np.int64)
+    bsgn = np.array(([g for _, g in store] + [1.0, 1.0, 1.0])[:3])
     W = (np.concatenate([np.asarray(pol, np.float64)[:4], np.zeros(8)])[:8],
-         bidx, bsgn)  # fmt: skip
+         bidx, bsgn, np.zeros(3))  # fmt: skip
     io = (item_tokens, n_uses, np.zeros(n, np.int32), np.zeros(n, np.uint8),
          np.zeros(n_streams, np.int64), np.zeros(n_streams, np.int64), out.evictions,
          out.false_evictions, out.move_event, out.move_item, out.move_kind)  # fmt: skip
     A = (needs_ptr, needs, alt_need, alt_ptr, alt_items, out.need_hit, out.context_tokens,
          out.pinned_tokens)  # fmt: skip
-    tree = new_tree(trace, len(store), group, n_groups)
-    Q = _empty_query() if query is None else query
+    tree = no_tree() if scan else new_tree(trace, len(store))
     args = (mode, S, K, Q, tree, W, io, A, ev_kind, ev_stream, ev_ref, int(budget),
-            bool(demand_fetch), np.zeros(STACK + n_groups, np.int64),
-            np.zeros(STACK + n_groups))  # fmt: skip
+            bool(demand_fetch), np.zeros(STACK, np.int64), np.zeros(STACK))  # fmt: skip
     return out, args
