@@ -2,25 +2,34 @@
 
 ``memlens.trace_io`` validates and stores one event at a time in Python (``_Builder``): about
 100,000 events a second of CPU time, most of it per-event bookkeeping rather than reading or
-JSON decoding.  This module does the same work a block of lines (512 KiB) at a time.
+JSON decoding.  This module does the same work a block of lines (512 KiB) at a time, each
+block by the first of three tiers that takes it:
 
-msgspec decodes a whole block in one call (``decode_lines``) into typed structs, one class per
-event kind: the JSON is checked and every field's type with it (strings; numbers, never a
-bool; ``needs`` a list of ids), a missing field takes the exact parser's default, and a field
-the class does not know fails the decoding.  What msgspec does not check is checked after, on
-arrays or by orjson (the exact parser's decoder): ranges (tokens, magnitudes, non-empty ids);
-``meta``, which msgspec keeps as its JSON text unchecked, decoded by orjson (each distinct text
-once) and stored as ``orjson.dumps`` writes it, as the exact parser does; the lines of pins,
-unpins and annotations, decoded again by orjson; and one JSON object per line
-(``_typed_events``).  A block msgspec refuses (an unknown field, which the exact parser keeps
-in ``meta``; a wrong type; blanks around a line) is decoded line by line by orjson instead, into
-dicts type-checked per column (``map(dict.get, ...)`` and the set of value types): the general
-path, slower (``bulk-orjson`` below).  Either way every field of the block is then pulled out
-at once (in C), packed in one join, and the cross-event rules are checked once, over the whole
-trace, on arrays: ids unique and needs/targets resolved (Arrow hash tables), each need an
-earlier write of the same stream, time never going backwards within a stream (a segmented
-running maximum).  A thread reads ahead (decompression and hashing release the GIL), and the
-cyclic garbage collector is paused while the blocks' objects come and go (they form no cycles).
+1. **the compiled scanner** (``memlens.json_scan``, numba): reads the block's bytes straight
+   into arrays and packed string columns, with no Python object per event, for lines of the
+   shape trace writers produce (``"event"`` first, known fields once, every JSON escape and
+   valid UTF-8 in strings, numbers it can convert exactly, ``meta`` an object).  Each
+   distinct ``meta`` text of a block is decoded once by orjson (the exact parser's decoder,
+   which also validates it) and stored as ``orjson.dumps`` writes it, as the exact parser
+   does; pins, unpins and annotations are decoded by orjson, line by line.  A thread scans one
+   block ahead (numba releases the GIL) while this one takes the block before (and hashes
+   it), and another reads and decompresses (ISA-L's igzip when installed, else zlib) ahead;
+2. **msgspec** (a block the scanner leaves: a field it does not know, a key twice, a number
+   it cannot convert exactly...): decodes the whole block in one call into typed structs, one
+   class per event kind (``decode_lines``): the JSON and every field's type are checked as it
+   decodes, a missing field takes the exact parser's default, an unknown field fails it.
+   Ranges and ``meta`` are checked after, on arrays or by orjson; pins, unpins and
+   annotations are decoded again by orjson; one JSON object per line (``_typed_events``);
+3. **orjson, line by line** (a block msgspec refuses: an unknown field, which the exact parser
+   keeps in ``meta``; blanks around a line...): into dicts type-checked per column
+   (``map(dict.get, ...)`` and the set of value types).
+
+Whatever the tier, the cross-event rules are checked once, over the whole trace, on arrays:
+ids unique and needs/targets resolved (one compiled hash table, ``memlens.trace_rules``, in a
+thread while the columns are frozen), each need an earlier write of the same stream, time
+never going backwards within a stream (one compiled pass).  The trace hash is computed here,
+block by block, while the scanner thread works.  The cyclic garbage collector is paused, and
+the GIL's switch interval shortened, while the blocks come and go (:data:`SWITCH_INTERVAL`).
 
 **This module never reports a problem.**  Whatever it cannot vouch for (a JSON error, a value
 of the wrong type, an unknown id, time going backwards, a blank line, a carriage return, a
@@ -30,35 +39,40 @@ which raises the precise ``TraceError`` (file, line, field) or, for a valid inpu
 does not handle, loads it.  The errors are therefore the exact parser's by construction; what
 this module must guarantee is that it accepts nothing the exact parser rejects and builds the
 very same :class:`~memlens.trace.Trace` (tests/test_fast_parse.py checks both, differentially,
-with and without the typed decoding).
+through each tier; tests/test_json_scan.py checks the scanner's numbers and strings against
+orjson's).
 
-Why msgspec, and not orjson alone or ``pyarrow.json.read_json`` (benchmarks/results/parse.md,
-the 1M-event agent trace, CPU seconds on a shared 2-core machine): decoding alone takes msgspec
-0.65 s into typed structs, orjson 1.6 s into dicts, Arrow 1.8 s into columns; and msgspec
-checks the types as it decodes, which with orjson's dicts takes one more pass per field.  The
-whole first load, validation and columns included: 3.0 s (about 335,000 events/s of CPU time;
-3.5 s from ``.jsonl.gz``), 5.3 s with every block decoded by orjson, 9.5 s for the exact
-parser.  Arrow could not be used at any speed: it gives each field one type for the whole
-file, so it cannot tell a missing ``"t"`` (valid) from ``"t": null`` (an error) nor a missing
-``meta`` from a null one, it stores a ``meta`` object's keys in the column's order rather than
-the line's (so the meta texts would differ from the exact parser's), and a field whose type
-varies across lines fails the whole file: it could neither build the same Trace nor refuse
-exactly what the exact parser refuses.  Of the 3.0 s, decoding is a fifth; the rest is pulling
-about fifteen fields out of a million Python objects and packing them (about 1.2 s), the
-whole-trace checks (0.4 s, the id hash table 0.17 s of it), page faults and the spilled
-columns' writes (about 0.5 s of system time): a million events a second would need all of it
-under a second of one core, which this design (a Python object per event) does not reach.
+Why a compiled scanner, and not ``pyarrow.json.read_json`` or orjson with vectorised column
+building (benchmarks/results/parse.md: the 1M-event agent trace, 2 cores, numba cache warm):
+the whole first load, validation and columns included, takes 0.91 s wall from ``.jsonl``
+(1.10M events/s, 1.41 s of CPU over the threads) and 0.90 s from ``.jsonl.gz`` (1.11M/s).
+Loading the compiled code costs a fresh process about 0.3 s more, once (numba's start-up,
+shared with the replay kernels); the first load ever compiles it (about 20 s, once per
+checkout).  With msgspec as the first tier the same load takes 1.92 s, with every block
+through orjson 3.67 s: both keep a Python object per event (a struct or a dict), and pulling
+about fifteen fields out of a million of them and packing them costs more than decoding them
+(msgspec decodes alone in 0.60 s, orjson in 1.28 s).  Arrow decodes alone in 0.74 s wall
+(1.43 s of CPU on both cores), but could not be used at any speed: it gives each field one
+type for the whole file, so it cannot tell a missing ``"t"`` (valid) from ``"t": null`` (an
+error) nor a missing ``meta`` from a null one, it stores a ``meta`` object's keys in the
+column's order rather than the line's (so the meta texts would differ from the exact
+parser's), and a field whose type varies across lines fails the whole file: it could neither
+build the same Trace nor refuse exactly what the exact parser refuses.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import gzip
 import hashlib
 import math
 import os
 import queue
+import sys
 import threading
 import zlib
+from array import array as typed_array
 from collections.abc import Iterator, Sequence
 from itertools import chain, compress, repeat
 from operator import attrgetter, itemgetter
@@ -66,10 +80,8 @@ from operator import attrgetter, itemgetter
 import msgspec
 import numpy as np
 import orjson
-import pyarrow as pa
-import pyarrow.compute as pc
 
-from memlens import trace_io, trace_lines
+from memlens import json_scan, trace_io, trace_lines, trace_rules
 from memlens.packed import _FLUSH_BYTES, PackedJSON, PackedStrings, StringsBuilder
 from memlens.trace import ANNOTATE, EVENT_KINDS, PIN, REQUEST, TYPE_CODE, UNPIN, WRITE, Trace
 from memlens.trace_io import (
@@ -87,6 +99,11 @@ from memlens.trace_io import (
 )
 from memlens.trace_lines import open_trace
 
+try:  # ISA-L's gzip, three times zlib's speed (a dependency; the standard library's otherwise)
+    from isal import igzip as _igzip
+except ImportError:  # pragma: no cover
+    _igzip = None
+
 #: Decompressed bytes read per step: about 2,000 events of an agent trace.  Below
 #: ``memlens.heap.MMAP_THRESHOLD`` (1 MiB) with room to spare, so that a block's text and its
 #: temporaries come from the heap and are reused: at 1 MiB each was mapped and unmapped again,
@@ -94,6 +111,15 @@ from memlens.trace_lines import open_trace
 #: 1M-event agent trace, main-thread CPU: 64 KiB blocks took a quarter more, for the Python
 #: steps made per block.)
 BLOCK_BYTES = 512 << 10
+#: The smallest trace file (bytes on disk) read by the compiled scanner; smaller ones go to
+#: msgspec.  The scanner saves about a microsecond an event, and its first use in a checkout
+#: compiles it (about 20 s and 1.6 GB): not worth it for the small traces of a first run or
+#: a test (8 MiB: about 30,000 events of ``.jsonl``, 300,000 of ``.jsonl.gz``).
+SCAN_MIN_BYTES = 8 << 20
+#: The GIL's switch interval while parsing (Python's default: 5 ms).  The scanner thread needs
+#: the GIL for a moment between blocks, and waits up to this long for the parser to hand it
+#: over: 5 ms, several times a block, left the scanner idle.
+SWITCH_INTERVAL = 0.0002
 _KIND = {name: code for code, name in enumerate(EVENT_KINDS)}
 _NUMBER = frozenset({int, float})
 _NO_META: dict = {}  # a missing "meta" (never mutated)
@@ -187,13 +213,15 @@ def load_fast(path: str | os.PathLike, max_line_bytes: int | None = None) -> Tra
     limit = trace_lines.MAX_LINE_BYTES if max_line_bytes is None else max_line_bytes
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         return None  # the exact parser raises the ValueError
-    collecting = gc.isenabled()
+    collecting, switching = gc.isenabled(), sys.getswitchinterval()
     gc.disable()
+    sys.setswitchinterval(SWITCH_INTERVAL)
     try:
         return parse_fast(path, limit)
     except _GIVE_UP:
         return None
     finally:
+        sys.setswitchinterval(switching)
         if collecting:
             gc.enable()
 
@@ -204,40 +232,123 @@ def parse_fast(path: str | os.PathLike, limit: int | None = None) -> Trace:
     digest = hashlib.sha256()
     columns = _Columns(trace_io.SPILL_BYTES)
     line = 1
-    reader = _ReadAhead(path, digest)
+    reader = _ReadAhead(path)
+    scanner = os.path.getsize(path) >= SCAN_MIN_BYTES
+    scans = _ScanAhead(_line_blocks(reader, limit), limit, scanner)
     try:
-        for text in _line_blocks(reader, limit):
-            if len(text) > limit and max(map(len, text.split(b"\n"))) > limit:
-                raise Unsupported
-            if line == 1:
-                text, line = _after_header(text, columns)
-                if text is None:
-                    continue
-            line += columns.add_block(text, line)
+        for lines, header, text, scan in scans:
+            digest.update(lines)  # (the hash, see _line_blocks: here, where there is time to
+            digest.update(b"\n")  # spare while the scanner runs; hashlib releases the GIL)
+            if header is not None:
+                columns.set_header(header)
+                line = 2
+            if text is not None:  # (None: the header was all; an empty text: a blank line)
+                try:
+                    line += columns.add_block(text, line, scan)
+                finally:
+                    scans.release(scan)
     finally:
-        reader.close()
+        try:
+            scans.close()
+        finally:
+            reader.close()
     return columns.build(str(path), digest.hexdigest())
 
 
-def _after_header(text: bytes, columns: _Columns) -> tuple[bytes | None, int]:
-    """The first block's text after its header line, if it has one (``None``: nothing more),
-    and the number of the line the text starts on."""
+def _split_header(text: bytes) -> tuple[dict | None, bytes | None]:
+    """The first block's header (``None`` if its first line is not one) and its text after
+    it (``None`` if nothing more)."""
     end = text.find(b"\n")
     first = orjson.loads(text if end < 0 else text[:end])
     if type(first) is not dict or first.get("event") != "header":
-        return text, 1
-    columns.set_header(first)
-    return (None if end < 0 else text[end + 1 :]), 2
+        return None, text
+    return first, (None if end < 0 else text[end + 1 :])
+
+
+class _ScanAhead:
+    """The blocks of lines, each with the compiled scanner's reading of it (a
+    :class:`~memlens.json_scan.BlockScanner`, or ``None`` if it gave up), made by a thread one
+    block ahead: the scanner releases the GIL, so it runs while the parser takes the block
+    before.  The first block's header line is split off here.  Each scanner handed out comes
+    back with :meth:`release` (three take turns); an error is handed to the consumer."""
+
+    def __init__(self, texts: Iterator[bytes], limit: int, scanner: bool = True):
+        self.texts, self.limit, self.scanner = texts, limit, scanner
+        self._free: queue.Queue = queue.Queue()
+        for _ in range(3 if scanner else 0):
+            self._free.put(json_scan.BlockScanner())
+        self._out: queue.Queue = queue.Queue(maxsize=1)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="trace-scan-ahead", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            first = True
+            for lines in self.texts:
+                if len(lines) > self.limit and max(map(len, lines.split(b"\n"))) > self.limit:
+                    raise Unsupported
+                header, text = None, lines
+                if first:
+                    header, text = _split_header(lines)
+                    first = False
+                scan = self._take() if text and self.scanner else None
+                if scan is not None and not _scanned(scan, text):
+                    self.release(scan)
+                    scan = None
+                if self._stop.is_set() or not self._put((lines, header, text, scan)):
+                    return
+            self._put(None)
+        except BaseException as exc:  # noqa: BLE001 - handed over, raised in the consumer
+            self._put(exc)
+
+    def _take(self) -> json_scan.BlockScanner | None:
+        while not self._stop.is_set():
+            try:
+                return self._free.get(timeout=0.01)
+            except queue.Empty:
+                continue
+        return None
+
+    def _put(self, item) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._out.put(item, timeout=0.01)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def release(self, scan: json_scan.BlockScanner | None) -> None:
+        if scan is not None:
+            self._free.put(scan)
+
+    def __iter__(self) -> Iterator[tuple[bytes, dict | None, bytes | None,
+                                         json_scan.BlockScanner | None]]:  # fmt: skip
+        while True:
+            item = self._out.get()
+            if isinstance(item, BaseException):
+                raise Unsupported from item
+            if item is None:
+                return
+            yield item
+
+    def close(self) -> None:
+        self._stop.set()
+        _drain(self._out)  # (a put waiting for room ends now, not at its timeout)
+        self._thread.join()
 
 
 class _ReadAhead:
-    """Decompressed blocks of a trace file, read (and hashed) by a thread one block ahead.
+    """Decompressed blocks of a trace file, read by a thread one block ahead.
 
-    ``zlib`` and ``hashlib`` release the GIL on large buffers, so on a machine with a spare
-    core the reading costs the parser nothing.  A read error is handed to the consumer."""
+    Decompression (igzip or zlib) releases the GIL on large buffers, so on a machine with a
+    spare core the reading costs the parser little.  A read error is handed to the consumer.
+    (The hashing is done by the parser itself, between blocks: the scanner thread shares the
+    spare core with this one.)"""
 
-    def __init__(self, path: str | os.PathLike, digest):
-        self.path, self.digest = path, digest
+    def __init__(self, path: str | os.PathLike):
+        self.path = path
         self._queue: queue.Queue = queue.Queue(maxsize=2)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="trace-read-ahead", daemon=True)
@@ -245,11 +356,9 @@ class _ReadAhead:
 
     def _run(self) -> None:
         try:
-            with open_trace(self.path) as fh:
+            with _open_decompressed(self.path) as fh:
                 while not self._stop.is_set():
                     block = fh.read(BLOCK_BYTES)
-                    if block:
-                        self.digest.update(block)
                     self._put(block)
                     if not block:
                         return
@@ -259,7 +368,7 @@ class _ReadAhead:
     def _put(self, item) -> None:
         while not self._stop.is_set():
             try:
-                self._queue.put(item, timeout=0.1)
+                self._queue.put(item, timeout=0.01)
                 return
             except queue.Full:
                 continue
@@ -275,7 +384,35 @@ class _ReadAhead:
 
     def close(self) -> None:
         self._stop.set()
+        _drain(self._queue)
         self._thread.join()
+
+
+@contextlib.contextmanager
+def _open_decompressed(path: str | os.PathLike) -> Iterator:
+    """``open_trace(path)``, a gzip file decompressed by ISA-L's igzip if installed: the same
+    bytes as zlib, and an error (here: a give-up) for every file zlib refuses, truncated,
+    corrupt or with trailing garbage (tests/test_fast_parse.py checks both)."""
+    fh = open_trace(path)
+    raw = fh.fileobj if _igzip is not None and isinstance(fh, gzip.GzipFile) else None
+    try:
+        if raw is None:
+            yield fh
+        else:
+            with _igzip.IGzipFile(fileobj=raw, mode="rb") as fast:
+                yield fast
+    finally:
+        fh.close()
+        if raw is not None:
+            raw.close()
+
+
+def _drain(items: queue.Queue) -> None:
+    while True:
+        try:
+            items.get_nowait()
+        except queue.Empty:
+            return
 
 
 def _line_blocks(blocks, limit: int) -> Iterator[bytes]:
@@ -284,7 +421,7 @@ def _line_blocks(blocks, limit: int) -> Iterator[bytes]:
     The trace hash is the hash of the text's lines, each ended by ``\\n``, blank lines left out
     and trailing ``\\r`` dropped: with no ``\\r`` and no blank line (a blank line makes the JSON
     decoding fail, and so the fast path give up) that is the file's text as it is, plus a
-    ``\\n`` when the last line has none (hashed here, after the reader's blocks)."""
+    ``\\n`` when the last line has none: every run this yields followed by one ``\\n``."""
     tail = b""
     for block in blocks:
         if b"\r" in block:
@@ -298,7 +435,6 @@ def _line_blocks(blocks, limit: int) -> Iterator[bytes]:
         if len(tail) > limit:
             raise Unsupported
     if tail:
-        blocks.digest.update(b"\n")
         yield tail
 
 
@@ -371,16 +507,35 @@ class _BulkStrings(StringsBuilder):
     (same buffers, same spilling to a temporary file past ``spill_bytes``)."""
 
     def extend(self, data: bytes, lengths: np.ndarray) -> None:
-        ends = np.cumsum(lengths, dtype=np.int64)
-        ends += self.size
-        self._data += data
-        self._offsets.frombytes(ends.tobytes())
+        self.extend_ends(data, np.cumsum(lengths, dtype=np.int64))
+
+    def extend_ends(self, data: bytes | memoryview, ends: np.ndarray) -> None:
+        """Append the strings ``data`` holds end to end, the i-th ending at ``ends[i]``."""
+        if self._files is not None and ends.shape[0]:
+            return self._write_through(data, ends)
+        self._offsets.frombytes((ends + self.size).tobytes())
+        self._data += data  # (bytes or a memoryview: never a numpy array, which would add)
         self.size += len(data)
-        self.n += int(lengths.shape[0])
+        self.n += int(ends.shape[0])
         if self.spill_bytes is not None:
             limit = self.spill_bytes if self._files is None else _FLUSH_BYTES
             if len(self._data) + 8 * len(self._offsets) > limit:
                 self._spill()
+
+    def _write_through(self, data: bytes | memoryview, ends: np.ndarray) -> None:
+        """Once spilled, a block's strings go straight to the spill files, not through the
+        buffer (which ``_spill`` leaves holding the last offset written: the file has every
+        offset but the last)."""
+        if self._data or len(self._offsets) > 1:
+            self._spill()  # (what is buffered first, in order)
+        absolute = ends + self.size
+        data_file, offsets_file = self._files
+        data_file.write(data)
+        offsets_file.write(self._offsets.tobytes())
+        offsets_file.write(absolute[:-1].tobytes())
+        self._offsets = typed_array("q", [int(absolute[-1])])
+        self.size += len(data)
+        self.n += int(ends.shape[0])
 
 
 class _BulkJSON:
@@ -466,6 +621,29 @@ def _raw_metas(raws: Sequence[msgspec.Raw]) -> tuple[np.ndarray, bytes, np.ndarr
     if full.shape[0] == len(texts):
         return full, b"".join(texts), lengths
     return full, b"".join(_pick(texts, full)), lengths[full]
+
+
+def _stored_metas(metas: list[bytes], codes: np.ndarray) -> tuple[np.ndarray, bytes, np.ndarray]:
+    """The rows whose meta is not empty, and their texts as the exact parser stores them
+    (``metas``: each distinct meta of the block so, ``codes``: each row's, -1 for none)."""
+    size = np.fromiter(map(len, metas), np.int64, len(metas))
+    full = np.flatnonzero(codes >= 0)
+    full = full[size[codes[full]] > 2]  # b"{}": an empty object, not stored
+    return (full, *json_scan.gather(metas, codes[full]))
+
+
+def _scanned(scanner: json_scan.BlockScanner, text: bytes) -> bool:
+    """Whether the compiled scanner read every line of ``text`` (``memlens.json_scan``)."""
+    return scanner.scan(text)
+
+
+def _scanned_strings(scan: json_scan.BlockScanner, col: int) -> list[str]:
+    """The distinct values of column ``col`` (STREAMS or TYPES) of the scanned block, in the
+    order of their codes (valid UTF-8: the scanner checked)."""
+    data, ends = scan.column(col)
+    text = bytes(data)
+    bounds = [0, *ends.tolist()]
+    return [text[a:b].decode() for a, b in zip(bounds, bounds[1:])]
 
 
 def _typed_events(text: bytes) -> list | None:
@@ -623,6 +801,7 @@ class _Columns:
         self.target_stream: list = []
         self.annotations: dict[int, tuple[float | None, str | None]] = {}
         self.event_meta: dict[int, dict] = {}
+        self.meta_texts: dict[bytes, bytes] = {}  # a raw meta text -> as the exact parser stores it
 
     def _keep(self, **arrays: np.ndarray) -> None:
         for name, array in arrays.items():
@@ -645,10 +824,13 @@ class _Columns:
                 self.stream_names.append(name)
         return np.fromiter(map(index.__getitem__, names), np.int32, len(names))
 
-    def add_block(self, text: bytes, first_line: int) -> int:
-        """Take the events of ``text`` (whole lines, ``first_line`` on, no header): decoded by
-        msgspec if every line is a typed event, else by orjson line by line.  The number of
-        lines taken."""
+    def add_block(self, text: bytes, first_line: int,
+                  scan: json_scan.BlockScanner | None = None) -> int:  # fmt: skip
+        """Take the events of ``text`` (whole lines, ``first_line`` on, no header): as the
+        compiled scanner read them (``scan``, if it could), else decoded by msgspec if every
+        line is a typed event, else by orjson line by line.  The number of lines taken."""
+        if scan is not None:
+            return self._add_scanned(scan, text, first_line)
         events = _typed_events(text)
         if events is not None:
             self._add(_TypedRows(text), events, first_line)
@@ -658,6 +840,85 @@ class _Columns:
             raise Unsupported
         self._add(_DictRows(), objs, first_line)
         return len(objs)
+
+    def _add_scanned(self, scan: json_scan.BlockScanner, text: bytes, first_line: int) -> int:
+        """Take the events of ``text`` as the compiled scanner read them (``scan``'s buffers,
+        copied out here: the next block reuses them); the number of lines taken."""
+        n, n_writes, n_requests, n_targets = (int(c) for c in scan.counts[:4])
+        if self.n_events + n >= MAX_EVENTS or first_line + n > MAX_LINE:
+            raise Unsupported
+        kind, t = scan.ev_kind[:n].copy(), scan.ev_t[:n].copy()
+        stream, ref = np.full(n, -1, np.int32), np.full(n, -1, np.int32)
+        local_streams = self._streams(_scanned_strings(scan, json_scan.STREAMS))
+        spans = scan.metas[: scan.counts[json_scan.C_METAS]].tolist()
+        metas = [self._stored_meta(text[a:b]) for a, b in spans]
+        e0 = self.n_events
+        if n_writes:
+            w = scan.writes[:n_writes, json_scan.W_LINE]
+            stream[w] = local_streams[scan.writes[:n_writes, json_scan.W_STREAM]]
+            ref[w] = np.arange(self.n_items, self.n_items + n_writes)
+            self._scanned_writes(scan, metas, w + e0, stream[w])
+        if n_requests:
+            r = scan.requests[:n_requests, json_scan.R_LINE]
+            stream[r] = local_streams[scan.requests[:n_requests, json_scan.R_STREAM]]
+            ref[r] = np.arange(self.n_requests, self.n_requests + n_requests)
+            self._scanned_requests(scan, metas, r + e0, stream[r])
+        if n_targets:
+            lines = scan.targets[:n_targets, json_scan.T_LINE]
+            spans = scan.targets[:n_targets, json_scan.T_START :].tolist()
+            objs = [orjson.loads(text[a:b]) for a, b in spans]
+            if set(map(type, objs)) != {dict} or any(
+                obj.get("event") != EVENT_KINDS[k] for obj, k in zip(objs, kind[lines].tolist())
+            ):
+                raise Unsupported  # (a second "event" key: the last one counts)
+            t[lines] = _numbers(objs, "t", math.nan)
+            self._targets(objs, lines + e0, kind[lines])
+        line = np.arange(first_line, first_line + n, dtype=np.int32)
+        self._keep(ev_kind=kind, ev_stream=stream, ev_ref=ref, ev_t=t, ev_line=line)
+        self.n_events += n
+        return n
+
+    def _scanned_writes(self, scan: json_scan.BlockScanner, metas: list[bytes], events: np.ndarray,
+                        stream: np.ndarray) -> None:  # fmt: skip
+        n = events.shape[0]
+        tokens = scan.writes[:n, json_scan.W_TOKENS].copy()  # (in range: the scanner checked)
+        codes = [TYPE_CODE.get(name, -1) for name in _scanned_strings(scan, json_scan.TYPES)]
+        if min(codes) < 0:
+            raise Unsupported  # (every distinct type is some write's)
+        type_code = np.array(codes, np.int8)[scan.writes[:n, json_scan.W_TYPE]]
+        self.item_id.extend_ends(*scan.column(json_scan.ITEM_ID))  # (none empty: checked)
+        self.item_text.extend_ends(*scan.column(json_scan.ITEM_TEXT))
+        self.item_task.extend_ends(*scan.column(json_scan.ITEM_TASK))
+        self.item_session.extend_ends(*scan.column(json_scan.ITEM_SESSION))
+        self.item_meta.extend(n, *_stored_metas(metas, scan.writes[:n, json_scan.W_META]))
+        self._keep(item_tokens=tokens, item_type=type_code, item_cost=scan.costs[:n].copy(),
+                   item_stream=stream, item_event=events.astype(np.int64))  # fmt: skip
+        self.n_items += n
+
+    def _scanned_requests(self, scan: json_scan.BlockScanner, metas: list[bytes],
+                          events: np.ndarray,
+                          stream: np.ndarray) -> None:  # fmt: skip
+        n = events.shape[0]
+        self.req_id.extend_ends(*scan.column(json_scan.REQ_ID))
+        self.need_id.extend_ends(*scan.column(json_scan.NEED_ID))
+        self.req_text.extend_ends(*scan.column(json_scan.REQ_TEXT))
+        self.req_meta.extend(n, *_stored_metas(metas, scan.requests[:n, json_scan.R_META]))
+        count = scan.requests[:n, json_scan.R_NEEDS].copy()
+        self._keep(req_stream=stream, req_event=events.astype(np.int64), need_count=count)
+        self.n_requests += n
+
+    def _stored_meta(self, raw: bytes) -> bytes:
+        """The meta text ``raw`` as the exact parser stores it: ``orjson.dumps`` of what
+        ``orjson.loads`` makes of it (decoded once per distinct text; orjson validates it)."""
+        stored = self.meta_texts.get(raw)
+        if stored is None:
+            value = orjson.loads(raw)
+            if type(value) is not dict:
+                raise Unsupported
+            if len(self.meta_texts) >= 1 << 16:  # (all distinct: keep the memory bounded)
+                self.meta_texts.clear()
+            stored = self.meta_texts[raw] = orjson.dumps(value)
+        return stored
 
     def _add(self, rows: _DictRows | _TypedRows, events: list, first_line: int) -> None:
         n = len(events)
@@ -741,22 +1002,28 @@ class _Columns:
         for name, dtype in _DTYPES.items():
             col[name] = col[name].astype(dtype, copy=False) if name in col else np.zeros(0, dtype)
         item_id, req_id = self.item_id.build(), self.req_id.build()
-        wanted = [_arrow(self.need_id.build()), pa.array(self.target_id, pa.large_string())]
-        need_item, target_item = _lookup(item_id, req_id, wanted)
+        targets = _encode(self.target_id)
+        wanted = [self.need_id.build(), (np.frombuffer(targets[0], np.uint8), _offsets(targets[1]))]
+        lookup = _Background(_lookup, item_id, req_id, wanted)  # (compiled: no GIL)
+        ev_t = None if self.target_id else _times(col["ev_t"], col["ev_stream"], self.stream_names)
+        texts = [b.build() for b in (self.item_text, self.item_task, self.item_session,
+                                     self.req_text)]  # fmt: skip
+        metas = self.item_meta.build(), self.req_meta.build()
+        need_item, target_item = lookup.result()
         needs, needs_ptr = _resolve_needs(col, need_item)
         self._resolve_targets(col, target_item)
-        ev_t = _times(col["ev_t"], col["ev_stream"])
+        if ev_t is None:  # (the pins' streams are known now)
+            ev_t = _times(col["ev_t"], col["ev_stream"], self.stream_names)
         return Trace(
             source=source, sha256=sha256, header=self.header, stream_names=self.stream_names,
             ev_kind=col["ev_kind"], ev_stream=col["ev_stream"], ev_ref=col["ev_ref"], ev_t=ev_t,
             ev_line=col["ev_line"], item_id=item_id, item_tokens=col["item_tokens"],
             item_type=col["item_type"], item_stream=col["item_stream"],
             item_t=ev_t[col["item_event"]], item_cost=col["item_cost"],
-            item_event=col["item_event"], item_text=self.item_text.build(),
-            item_task=self.item_task.build(), item_session=self.item_session.build(),
-            item_meta=self.item_meta.build(), req_id=req_id, req_stream=col["req_stream"],
-            req_t=ev_t[col["req_event"]], req_event=col["req_event"],
-            req_text=self.req_text.build(), req_meta=self.req_meta.build(),
+            item_event=col["item_event"], item_text=texts[0], item_task=texts[1],
+            item_session=texts[2], item_meta=metas[0], req_id=req_id, req_stream=col["req_stream"],
+            req_t=ev_t[col["req_event"]], req_event=col["req_event"], req_text=texts[3],
+            req_meta=metas[1],
             needs_ptr=needs_ptr, needs=needs, annotations=self.annotations,
             event_meta=self.event_meta,
         )  # fmt: skip
@@ -799,40 +1066,24 @@ def _annotation(obj: dict) -> tuple[float | None, str | None]:
     return value, note
 
 
-def _arrow(column: PackedStrings) -> pa.Array:
-    """A packed string column as an Arrow ``large_string`` array (no copy)."""
-    return pa.LargeStringArray.from_buffers(
-        len(column), pa.py_buffer(np.ascontiguousarray(column.offsets)),
-        pa.py_buffer(np.ascontiguousarray(column.data)),
-    )  # fmt: skip
+def _lookup(item_id: PackedStrings, req_id: PackedStrings, wanted: list) -> list[np.ndarray]:
+    """The item index of each id in each of ``wanted`` (packed columns), after checking that no
+    id is defined twice; gives up on an id that is not a write's (``trace_rules``)."""
+    found = trace_rules.resolve_ids(_packed(item_id), _packed(req_id), list(map(_packed, wanted)))
+    if found is None:
+        raise Unsupported  # a duplicate id, an unknown one, or a request's
+    return found
 
 
-def _lookup(item_id: PackedStrings, req_id: PackedStrings, wanted: list[pa.Array]
-            ) -> list[np.ndarray]:  # fmt: skip
-    """The item index of each id in each of ``wanted``, after checking that no id is defined
-    twice; gives up on an id that is not a write's.
+def _packed(column) -> tuple[np.ndarray, np.ndarray]:
+    """A packed string column (or its ``(bytes, offsets)``) as contiguous uint8 and int64."""
+    data, offsets = (column.data, column.offsets) if isinstance(column, PackedStrings) else column
+    return np.ascontiguousarray(data, np.uint8), np.ascontiguousarray(offsets, np.int64)
 
-    One pass of an Arrow hash table over every id and then the wanted ones
-    (``dictionary_encode``: each new string gets the next number): every id must be new (else
-    it is a duplicate) and every wanted one must not (else it is unknown), and it must be a
-    write's.  (Half the time of building a table of the ids and probing it with all of them.)
-    In the system allocator, whose freed memory ``load_trace`` hands back (Arrow's own pool
-    would keep it)."""
-    n_items, n_ids = len(item_id), len(item_id) + len(req_id)
-    strings = pa.chunked_array([_arrow(item_id), _arrow(req_id), *wanted], type=pa.large_string())
-    if len(strings) == 0:
-        return [np.zeros(0, np.int64) for _ in wanted]
-    codes = pc.dictionary_encode(strings, memory_pool=pa.system_memory_pool())
-    index = np.concatenate([chunk.indices.to_numpy() for chunk in codes.chunks])
-    del codes
-    if not np.array_equal(index[:n_ids], np.arange(n_ids)):
-        raise Unsupported  # a duplicate id
-    out, lo = [], n_ids
-    for array in wanted:
-        out.append(index[lo : lo + len(array)].astype(np.int64))
-        lo += len(array)
-    if any(bool((part >= n_items).any()) for part in out):
-        raise Unsupported  # an unknown id, or a request's
+
+def _offsets(lengths: np.ndarray) -> np.ndarray:
+    out = np.zeros(lengths.shape[0] + 1, np.int64)
+    np.cumsum(lengths, out=out[1:])
     return out
 
 
@@ -860,24 +1111,33 @@ def _resolve_needs(col: dict[str, np.ndarray], item: np.ndarray) -> tuple[np.nda
     return item.astype(np.int32), ptr
 
 
-def _times(t: np.ndarray, stream: np.ndarray) -> np.ndarray:
+def _times(t: np.ndarray, stream: np.ndarray, streams: list[str]) -> np.ndarray:
     """Every event's time: given ones never decrease within a stream (else give up); a missing
-    one is its stream's last given time, or 0 before any."""
-    n = t.shape[0]
-    order = np.argsort(stream, kind="stable").astype(np.int32)  # (n < 2**30: int32 halves
-    ts, ss = t[order], stream[order]  # the peak memory of a large trace's first load)
-    pos = np.arange(n, dtype=np.int32)
-    given = ~np.isnan(ts)
-    first = np.ones(n, bool)
-    first[1:] = ss[1:] != ss[:-1]
-    start = np.maximum.accumulate(np.where(first, pos, 0)) if n else pos
-    last = np.maximum.accumulate(np.where(given, pos, -1)) if n else pos  # last given <= p
-    before = np.empty(n, np.int32)
-    before[:1] = -1
-    before[1:] = last[:-1]  # last given < p
-    check = given & (before >= start)
-    if bool((ts[check] < ts[before[check]]).any()):
+    one is its stream's last given time, or 0 before any (``memlens.trace_rules``)."""
+    out = trace_rules.event_times(t, stream, len(streams))
+    if out is None:
         raise Unsupported  # time goes backwards
-    out = np.empty(n, np.float64)
-    out[order] = np.where(last >= start, ts[np.maximum(last, 0)], 0.0)
     return out
+
+
+class _Background:
+    """``fn(*args)`` run by a thread (for work that releases the GIL); :meth:`result` waits
+    for it and returns it or raises what it raised."""
+
+    def __init__(self, fn, *args):
+        self._value: tuple = (None, None)
+        self._thread = threading.Thread(target=self._run, args=(fn, *args), daemon=True)
+        self._thread.start()
+
+    def _run(self, fn, *args) -> None:
+        try:
+            self._value = (fn(*args), None)
+        except BaseException as exc:  # noqa: BLE001 - raised in result()
+            self._value = (None, exc)
+
+    def result(self):
+        self._thread.join()
+        value, exc = self._value
+        if exc is not None:
+            raise exc
+        return value

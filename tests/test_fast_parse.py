@@ -3,7 +3,9 @@
 The property that matters: whatever a file holds, ``load_trace`` (bulk first, exact when the
 bulk parser gives up) gives the same result as ``load_trace_exact``: the same Trace (every
 column, hash, annotations) or the same TraceError (file, line, field, message); and the bulk
-parser itself never accepts a file the exact one rejects.
+parser itself never accepts a file the exact one rejects, by any of its tiers: the compiled
+scanner (memlens.json_scan), msgspec's typed decoding, orjson line by line.  ``check_same``
+parses every file through each tier.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import gc
 import gzip
 import json
 import subprocess
+import sys
 import tempfile
 import threading
 from dataclasses import fields
@@ -25,7 +28,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from memlens.datasets.archetypes import GENERATORS, generate
 
-from memlens import fast_parse
+from memlens import fast_parse, trace_io
 from memlens.fast_parse import Unsupported, load_fast, parse_fast
 from memlens.trace import Trace
 from memlens.trace_io import (
@@ -57,10 +60,17 @@ def outcome(load, path):
         return "error", (err.path, err.line, err.field, err.message)
 
 
+@pytest.fixture(autouse=True)
+def scanner_for_every_size(monkeypatch):
+    """The scanner reads even the small files of these tests (``SCAN_MIN_BYTES``)."""
+    monkeypatch.setattr(fast_parse, "SCAN_MIN_BYTES", 0)
+
+
 def check_same(path) -> Trace | None:
     """load_trace == load_trace_exact, and the bulk parser accepts only what the exact one
-    accepts, building the same trace, with its typed (msgspec) decoding and without it (every
-    block through orjson).  The bulk trace (None if it gave up)."""
+    accepts, building the same trace, by each of its tiers: the compiled scanner first (the
+    default), msgspec's typed decoding (scanner off), every block through orjson (both off).
+    The bulk trace (None if it gave up)."""
     exact = outcome(load_trace_exact, path)
     both = outcome(load_trace, path)
     assert both[0] == exact[0]
@@ -68,44 +78,60 @@ def check_same(path) -> Trace | None:
         assert both[1] == exact[1]
     else:
         assert_same_trace(both[1], exact[1])
-    untyped = bulk_untyped(path)
+    typed = bulk_without(path, no_scanner=True)
+    untyped = bulk_without(path, no_scanner=True, no_typed=True)
     try:
         fast = parse_fast(path)
     except fast_parse._GIVE_UP:
-        return None
-    assert exact[0] == "trace", f"the bulk parser accepted a trace rejected with {exact[1]}"
-    assert_same_trace(fast, exact[1])
-    if untyped is not None:
-        assert_same_trace(untyped, exact[1])
+        fast = None
+    for trace in (fast, typed, untyped):
+        if trace is not None:
+            assert exact[0] == "trace", f"the bulk parser accepted a trace rejected with {exact[1]}"
+            assert_same_trace(trace, exact[1])
     return fast
 
 
-def bulk_untyped(path) -> Trace | None:
-    """The bulk parser's trace with every block decoded by orjson (None if it gave up)."""
-    original = fast_parse._typed_events
-    fast_parse._typed_events = lambda text: None
+def bulk_without(path, no_scanner: bool = False, no_typed: bool = False) -> Trace | None:
+    """The bulk parser's trace with its compiled scanner and/or its typed (msgspec) decoding
+    switched off (None if it gave up)."""
+    originals = fast_parse._scanned, fast_parse._typed_events
+    if no_scanner:
+        fast_parse._scanned = lambda scan, text: False
+    if no_typed:
+        fast_parse._typed_events = lambda text: None
     try:
         return parse_fast(path)
     except fast_parse._GIVE_UP:
         return None
     finally:
-        fast_parse._typed_events = original
+        fast_parse._scanned, fast_parse._typed_events = originals
 
 
-class TypedBlocks:
-    """Counts the blocks the typed (msgspec) decoding took and left."""
+class Tiers:
+    """Counts the blocks each tier of the bulk parser took: the compiled scanner
+    (``scanned``), msgspec's typed decoding (``typed``), orjson line by line (``left``)."""
 
-    def __init__(self, monkeypatch):
-        self.taken = self.left = 0
-        original = fast_parse._typed_events
+    def __init__(self, monkeypatch, scanner: bool = True):
+        self.scanned = self.taken = self.left = 0
+        scanned, typed = fast_parse._scanned, fast_parse._typed_events
 
-        def spy(text):
-            events = original(text)
+        def scan_spy(scan, text):
+            ok = scanner and scanned(scan, text)
+            self.scanned += ok
+            return ok
+
+        def typed_spy(text):
+            events = typed(text)
             self.taken += events is not None
             self.left += events is None
             return events
 
-        monkeypatch.setattr(fast_parse, "_typed_events", spy)
+        monkeypatch.setattr(fast_parse, "_scanned", scan_spy)
+        monkeypatch.setattr(fast_parse, "_typed_events", typed_spy)
+
+    def tier(self) -> str:
+        """The slowest tier any block took."""
+        return "orjson" if self.left else "typed" if self.taken else "scan"
 
 
 # ------------------------------------------------------------------ real and generated traces
@@ -130,9 +156,27 @@ def test_generated_traces_load_identically(tmp_path, archetype, suffix, monkeypa
     events = generate(archetype, streams=3, events_per_stream=400, seed=3)
     write_trace(path, events, header={"generator": archetype})
     monkeypatch.setattr(fast_parse, "BLOCK_BYTES", 4096)  # several blocks
-    blocks = TypedBlocks(monkeypatch)
+    blocks = Tiers(monkeypatch)
+    assert parse_fast(path) is not None
+    assert blocks.scanned > 1 and blocks.tier() == "scan"  # all read by the compiled scanner
     assert check_same(path) is not None
-    assert blocks.taken > 1 and blocks.left == 0  # all decoded the typed way
+
+
+def test_only_files_from_scan_min_bytes_up_are_scanned(tmp_path, monkeypatch):
+    """Below ``SCAN_MIN_BYTES`` on disk the scanner is never asked (its first use compiles it),
+    and the trace is the same either way."""
+    path = tmp_path / "t.jsonl"
+    write_trace(path, generate("agent", streams=2, events_per_stream=200, seed=2), header={})
+    size = path.stat().st_size
+    monkeypatch.setattr(fast_parse, "SCAN_MIN_BYTES", size + 1)
+    small = Tiers(monkeypatch)
+    below = parse_fast(path)
+    assert small.scanned == 0 and small.taken > 0
+    monkeypatch.setattr(fast_parse, "SCAN_MIN_BYTES", size)
+    large = Tiers(monkeypatch)
+    at = parse_fast(path)
+    assert large.scanned > 0 and large.tier() == "scan"
+    assert below.sha256 == at.sha256 and below.n_events == at.n_events == 400
 
 
 def test_lines_across_blocks_and_no_final_newline(tmp_path, monkeypatch):
@@ -144,6 +188,17 @@ def test_lines_across_blocks_and_no_final_newline(tmp_path, monkeypatch):
     cut = check_same(path)
     assert whole is not None and cut is not None
     assert cut.n_events == whole.n_events >= 300 and cut.sha256 == whole.sha256
+
+
+def test_spilled_columns_load_identically(tmp_path, monkeypatch):
+    """Columns past ``SPILL_BYTES`` go to temporary files (block by block, straight from the
+    scanner's buffers once spilled): the same columns as the exact parser's."""
+    monkeypatch.setattr(trace_io, "SPILL_BYTES", 300)
+    monkeypatch.setattr(fast_parse, "BLOCK_BYTES", 2048)
+    path = tmp_path / "t.jsonl.gz"
+    write_trace(path, generate("agent", streams=3, events_per_stream=300, seed=2), header={})
+    trace = check_same(path)
+    assert trace is not None and isinstance(trace.item_text.data, np.memmap)
 
 
 def test_empty_and_header_only_files(tmp_path):
@@ -162,6 +217,16 @@ def test_valid_forms_left_to_the_exact_parser(tmp_path):
         (tmp_path / name).write_bytes(text + b"\n")
         assert check_same(tmp_path / name) is None
         assert load_trace(tmp_path / name).n_events == 2
+
+
+def test_blank_line_between_blocks_is_left_to_the_exact_parser(tmp_path, monkeypatch):
+    """A block that is one blank line (an empty run of lines) gives up, as a blank line inside
+    a block does: the exact parser leaves it out of the hash."""
+    monkeypatch.setattr(fast_parse, "BLOCK_BYTES", 1)
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(lines_of(W % ("a", ""), "", R % ("r", "")))
+    assert check_same(path) is None
+    assert load_trace(path).n_events == 2
 
 
 def test_long_line_gives_the_exact_error(tmp_path):
@@ -188,13 +253,15 @@ def test_corrupt_gzip_gives_the_exact_error(tmp_path):
     assert outcome(load_trace, path)[0] == "error"
 
 
-def test_gc_state_restored_and_reader_thread_ended(tmp_path):
+def test_gc_state_restored_and_reader_thread_ended(tmp_path, monkeypatch):
+    monkeypatch.setattr(fast_parse, "BLOCK_BYTES", 4096)  # blocks in flight when it gives up
     path = tmp_path / "bad.jsonl"
-    path.write_bytes(b'{"event":"write"}\n' * 5000)
-    before = threading.active_count()
+    path.write_bytes(b'{"event":"write","id":"a","tokens":1,"type":"user_input"}\n' * 5000)
+    before, switching = threading.active_count(), sys.getswitchinterval()
     assert gc.isenabled()
     assert load_fast(path) is None
     assert gc.isenabled() and threading.active_count() == before
+    assert sys.getswitchinterval() == switching
     gc.disable()
     try:
         assert load_fast(tmp_path / "missing.jsonl") is None
@@ -439,9 +506,10 @@ def test_typed_decoding_agrees_with_the_exact_parser(tmp_path, monkeypatch, name
         text = b'{"event":"header","version":1}\n' + text
     path = tmp_path / "t.jsonl"
     path.write_bytes(text)
-    blocks = TypedBlocks(monkeypatch)
-    fast = check_same(path)
-    assert ("exact" if fast is None else "orjson" if blocks.left else "typed") == expected
+    assert check_same(path) is not None or expected == "exact"
+    blocks = Tiers(monkeypatch, scanner=False)
+    fast = bulk_without(path)  # (Tiers has switched the scanner off)
+    assert ("exact" if fast is None else blocks.tier()) == expected
     assert blocks.taken + blocks.left > 0
 
 
@@ -485,3 +553,148 @@ def test_typed_numbers_are_the_exact_parsers_bit_for_bit(t):
         path = Path(tmp) / "t.jsonl"
         path.write_bytes(line.encode() + b"\n")
         check_same(path)
+
+
+# ------------------------------------------------------------ the compiled scanner (json_scan)
+# name -> (file text, the slowest tier that loads it: "scan" = every block read by the compiled
+# scanner; "typed" / "orjson" = some block left to msgspec / orjson; "exact" = the bulk parser
+# gives up and the exact parser decides)
+SCAN_CASES = {
+    "plain": (lines_of(W % ("a", ""), R % ("r", "")), "scan"),
+    "escapes and unicode": (lines_of(W % ("a\\u00e9\\ud83d\\ude00", ',"text":"q\\"\\\\\\/\\n\\t é"'),
+                                     (R % ("r", "")).replace('"a"', '"a\\u00e9\\ud83d\\ude00"')), "scan"),
+    "blanks": (lines_of(' { "event" : "write" ,\t"id" : "a" , "tokens" : 3 , "type" : '
+                        '"user_input" , "meta" : { "k" : [ 1 , 2.50 ] } }  '), "scan"),
+    "pins": (lines_of(W % ("a", ""), '{"event":"pin","target":"a","x":[1]}',
+                      '{"event":"annotate","target":"a","value":0.5,"note":"n"}'), "scan"),
+    "pin with a second event key": (lines_of(W % ("a", ""), '{"event":"pin","target":"a","event":"unpin"}'),
+                                    "exact"),
+    "event not first": (lines_of('{"id":"a","event":"write","tokens":3,"type":"user_input"}'), "typed"),
+    "duplicate key": (lines_of(W % ("a", ',"text":"x","text":"y"')), "typed"),
+    "unknown key": (lines_of(W % ("a", ',"extra":1')), "orjson"),
+    "tokens 2.0": (lines_of(W.replace('"tokens":3', '"tokens":2.0') % ("a", "")), "typed"),
+    "t with 17 digits": (lines_of(W % ("a", ',"t":0.12345678901234567')), "typed"),
+    "t -0": (lines_of(W % ("a", ',"t":-0')), "scan"),
+    "t -0.0": (lines_of(W % ("a", ',"t":-0.0')), "scan"),
+    "t too large": (lines_of(W % ("a", ',"t":1e16')), "exact"),
+    "tokens 0": (lines_of(W.replace('"tokens":3', '"tokens":0') % ("a", "")), "exact"),
+    "bad type": (lines_of(W.replace("user_input", "other") % ("a", "")), "exact"),
+    "empty id": (lines_of(W % ("", "")), "exact"),
+    "lone surrogate": (lines_of(W % ("a", ',"text":"\\ud800"')), "exact"),
+    "bad UTF-8 in text": (b'{"event":"write","id":"a","tokens":3,"type":"user_input","text":"\xed\xa0\x80"}\n',
+                          "exact"),
+    "bad UTF-8 in meta": (b'{"event":"write","id":"a","tokens":3,"type":"user_input","meta":{"k":"\xff"}}\n',
+                          "exact"),
+    "meta not an object": (lines_of(W % ("a", ',"meta":[1]')), "exact"),
+    "meta bad number": (lines_of(W % ("a", ',"meta":{"k":1e999}')), "exact"),
+    "meta 40 deep": (lines_of(W % ("a", ',"meta":{"d":' + "[" * 40 + "]" * 40 + "}")), "typed"),
+    "metas not canonical": (lines_of(W % ("a", ',"meta":{ "k" : 1E2, "k": "\\u00e9" }'),
+                                     W % ("b", ',"meta":{}'), W % ("c", ',"meta":{"k":1E2,"k":"\\u00e9"}')),
+                            "scan"),
+    "unknown need": (lines_of(R % ("r", "")), "exact"),
+    "need of another stream": (lines_of((W % ("a", "")).replace('"s"', '"z"'), R % ("r", "")), "exact"),
+    "time backwards": (lines_of(W % ("a", ',"t":2'), W % ("b", ',"t":1')), "exact"),
+    "control character": (lines_of(W % ("a", ',"text":"\x01"')), "exact"),
+    "trailing comma": (lines_of(W % ("a", ",")), "exact"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(SCAN_CASES))
+def test_scanner_agrees_with_the_exact_parser(tmp_path, monkeypatch, name):
+    """Hand-made lines at the edges of what the compiled scanner reads: the same outcome as
+    the exact parser, and each loaded by the tier it is meant to take."""
+    text, expected = SCAN_CASES[name]
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b'{"event":"header","version":1}\n' + text)
+    fast = check_same(path)
+    blocks = Tiers(monkeypatch)
+    try:
+        fast = parse_fast(path)
+    except fast_parse._GIVE_UP:
+        fast = None
+    assert ("exact" if fast is None else blocks.tier()) == expected
+
+
+NUMBER_FORMS = ["0", "-0", "0.0", "-0.0", "1", "12", "1.5", "1.50", "1e2", "1E+2", "2.5e-3",
+                "-7", "0.1", "1e-7", "123456789012345678", "12345678901234567890123", "1e400",
+                "3.0", "0.30000000000000004", "1e15", "1.0e15", "true", "null", '"1"']  # fmt: skip
+BLANKS = ["", "", " ", "\t", "  "]
+
+
+def render_key(draw, key: str) -> str:
+    escaped = f'"\\u{ord(key[0]):04x}{key[1:]}"'  # the key's first letter as an escape
+    return escaped if draw(st.integers(0, 19)) == 0 else f'"{key}"'
+
+
+def render_string(draw, value: str) -> str:
+    text = json.dumps(value, ensure_ascii=draw(st.booleans()))
+    return text.replace("/", "\\/") if draw(st.booleans()) else text
+
+
+@st.composite
+def raw_lines(draw) -> bytes:
+    """Write and request lines written by hand, not by a JSON library: odd blanks, escapes in
+    strings and keys, key orders, duplicate and unknown keys, numbers in every form."""
+    lines, ids = [], []
+    for n in range(draw(st.integers(1, 8))):
+        write = not ids or draw(st.booleans())
+        ident = f"w{n}" if write else f"r{n}"
+        fields = [
+            ("event", '"write"' if write else '"request"'),
+            ("id", render_string(draw, ident)),
+        ]
+        if write:
+            fields += [("tokens", draw(st.sampled_from(["3", "40", "2.0", "0", "-1", "1e1"]))),
+                       ("type", '"user_input"')]  # fmt: skip
+            ids.append(ident)
+        else:
+            needs = draw(st.lists(st.sampled_from(ids), max_size=3))
+            fields.append(("needs", "[" + ",".join(render_string(draw, i) for i in needs) + "]"))
+        for key in ("t", "cost", "text", "stream", "meta", "extra"):
+            if draw(st.integers(0, 2)) == 0 and (write or key != "cost"):
+                if key in ("t", "cost"):
+                    value = str(n) if draw(st.booleans()) else draw(st.sampled_from(NUMBER_FORMS))
+                elif key == "meta":
+                    value = draw(st.sampled_from(['{}', '{"k":1}', '{ "k" : [1, 2.50] }', "[]",
+                                                  '{"k":"\\u00e9","k":2}', '{"a":{"b":{}}}']))  # fmt: skip
+                else:
+                    value = render_string(draw, draw(st.sampled_from(["", "s", "é", "a/b", 'q"'])))
+                fields.append((key, value))
+        if draw(st.integers(0, 9)) == 0:  # a key twice
+            fields.append(draw(st.sampled_from(fields)))
+        if draw(st.integers(0, 9)) == 0:  # event not first
+            fields = draw(st.permutations(fields))
+        blank = lambda: draw(st.sampled_from(BLANKS))  # noqa: E731
+        body = ",".join(f"{blank()}{render_key(draw, k)}{blank()}:{blank()}{v}{blank()}"
+                        for k, v in fields)  # fmt: skip
+        lines.append(f"{blank()}{{{body}}}{blank()}")
+    return "\n".join(lines).encode() + b"\n"
+
+
+@settings(max_examples=max(400, settings().max_examples))
+@given(data=raw_lines(), block=st.sampled_from([83, 1 << 20]))
+def test_hand_written_lines_agree_with_the_exact_parser(data, block):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "t.jsonl"
+        path.write_bytes(data)
+        original = fast_parse.BLOCK_BYTES
+        fast_parse.BLOCK_BYTES = block
+        try:
+            check_same(path)
+        finally:
+            fast_parse.BLOCK_BYTES = original
+
+
+def test_valid_traces_are_read_by_the_scanner(tmp_path, monkeypatch):
+    """Traces as write_trace writes them (event first, known fields only) never leave the
+    compiled scanner, whatever their strings hold."""
+    events = list(generate("agent", streams=3, events_per_stream=300, seed=5))
+    for k, ev in enumerate(events[:200]):
+        ev["text"] = ev.get("text", "") + ["é", "😀", "\\", '"', "\u2028", "\x7f", "\n"][k % 7]
+    path = tmp_path / "t.jsonl"
+    write_trace(path, events, header={})
+    monkeypatch.setattr(fast_parse, "BLOCK_BYTES", 8192)
+    blocks = Tiers(monkeypatch)
+    trace = parse_fast(path)
+    assert blocks.scanned > 5 and blocks.tier() == "scan"
+    assert_same_trace(trace, load_trace_exact(path))
