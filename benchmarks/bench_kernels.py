@@ -97,10 +97,11 @@ def main() -> None:
     md = table(rows, args.events, args.reference_events)
     print(md)
     if args.policies is None and args.events == 1_000_000:
+        flag = "" if args.repeat == 2 else f" --repeat {args.repeat}"
         header = (f"# Compiled kernels vs the reference engine\n\n`.venv/bin/python "
-                  f"benchmarks/bench_kernels.py`: generated agent trace of {args.events:,} "
+                  f"benchmarks/bench_kernels.py{flag}`: generated agent trace of {args.events:,} "
                   f"events (fast) and {args.reference_events:,} events (reference); events/s, "
-                  "best of 2; in brackets the mean items held at a request.  "
+                  f"best of {args.repeat}; in brackets the mean items held at a request.  "
                   f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
                   f"load average {os.getloadavg()[0]:.1f} at the end.\n\n")  # fmt: skip
         write_text(RESULTS / "kernels.md", header + md + "\n")
