@@ -265,52 +265,33 @@ def _split_header(text: bytes) -> tuple[dict | None, bytes | None]:
     return first, (None if end < 0 else text[end + 1 :])
 
 
-class _ScanAhead:
-    """The blocks of lines, each with the compiled scanner's reading of it (a
-    :class:`~memlens.json_scan.BlockScanner`, or ``None`` if it gave up), made by a thread one
-    block ahead: the scanner releases the GIL, so it runs while the parser takes the block
-    before.  The first block's header line is split off here.  Each scanner handed out comes
-    back with :meth:`release` (three take turns); an error is handed to the consumer."""
+_END = object()  # the end of an ``_Ahead`` thread's items
 
-    def __init__(self, texts: Iterator[bytes], limit: int, scanner: bool = True):
-        self.texts, self.limit, self.scanner = texts, limit, scanner
-        self._free: queue.Queue = queue.Queue()
-        for _ in range(3 if scanner else 0):
-            self._free.put(json_scan.BlockScanner())
-        self._out: queue.Queue = queue.Queue(maxsize=1)
+
+class _Ahead:
+    """Items made by a thread (``_produce``) ahead of the consumer, who iterates over them in
+    order.  An error in the thread is handed to the consumer (raised as :class:`Unsupported`),
+    and :meth:`close` stops the thread wherever it is.  Subclasses set their own state before
+    calling ``__init__``, which starts the thread."""
+
+    def __init__(self, name: str, depth: int):
+        self._out: queue.Queue = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="trace-scan-ahead", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
+
+    def _produce(self) -> None:
+        raise NotImplementedError
 
     def _run(self) -> None:
         try:
-            first = True
-            for lines in self.texts:
-                if len(lines) > self.limit and max(map(len, lines.split(b"\n"))) > self.limit:
-                    raise Unsupported
-                header, text = None, lines
-                if first:
-                    header, text = _split_header(lines)
-                    first = False
-                scan = self._take() if text and self.scanner else None
-                if scan is not None and not _scanned(scan, text):
-                    self.release(scan)
-                    scan = None
-                if self._stop.is_set() or not self._put((lines, header, text, scan)):
-                    return
-            self._put(None)
+            self._produce()
+            self._put(_END)
         except BaseException as exc:  # noqa: BLE001 - handed over, raised in the consumer
             self._put(exc)
 
-    def _take(self) -> json_scan.BlockScanner | None:
-        while not self._stop.is_set():
-            try:
-                return self._free.get(timeout=0.01)
-            except queue.Empty:
-                continue
-        return None
-
     def _put(self, item) -> bool:
+        """Hand ``item`` over (False: the consumer has closed, nothing more is wanted)."""
         while not self._stop.is_set():
             try:
                 self._out.put(item, timeout=0.01)
@@ -319,17 +300,12 @@ class _ScanAhead:
                 continue
         return False
 
-    def release(self, scan: json_scan.BlockScanner | None) -> None:
-        if scan is not None:
-            self._free.put(scan)
-
-    def __iter__(self) -> Iterator[tuple[bytes, dict | None, bytes | None,
-                                         json_scan.BlockScanner | None]]:  # fmt: skip
+    def __iter__(self) -> Iterator:
         while True:
             item = self._out.get()
             if isinstance(item, BaseException):
                 raise Unsupported from item
-            if item is None:
+            if item is _END:
                 return
             yield item
 
@@ -339,53 +315,67 @@ class _ScanAhead:
         self._thread.join()
 
 
-class _ReadAhead:
+class _ScanAhead(_Ahead):
+    """The blocks of lines, each with the compiled scanner's reading of it (a
+    :class:`~memlens.json_scan.BlockScanner`, or ``None`` if it gave up or was not asked),
+    made by a thread one block ahead: the scanner releases the GIL, so it runs while the parser
+    takes the block before.  The first block's header line is split off here.  Each scanner
+    handed out comes back with :meth:`release` (three take turns).  Items: ``(lines, header,
+    text, scan)``."""
+
+    def __init__(self, texts: Iterator[bytes], limit: int, scanner: bool = True):
+        self.texts, self.limit, self.scanner = texts, limit, scanner
+        self._free: queue.Queue = queue.Queue()
+        for _ in range(3 if scanner else 0):
+            self._free.put(json_scan.BlockScanner())
+        super().__init__("trace-scan-ahead", 1)
+
+    def _produce(self) -> None:
+        first = True
+        for lines in self.texts:
+            if len(lines) > self.limit and max(map(len, lines.split(b"\n"))) > self.limit:
+                raise Unsupported
+            header, text = None, lines
+            if first:
+                header, text = _split_header(lines)
+                first = False
+            scan = self._take() if text and self.scanner else None
+            if scan is not None and not _scanned(scan, text):
+                self.release(scan)
+                scan = None
+            if self._stop.is_set() or not self._put((lines, header, text, scan)):
+                return
+
+    def _take(self) -> json_scan.BlockScanner | None:
+        while not self._stop.is_set():
+            try:
+                return self._free.get(timeout=0.01)
+            except queue.Empty:
+                continue
+        return None
+
+    def release(self, scan: json_scan.BlockScanner | None) -> None:
+        if scan is not None:
+            self._free.put(scan)
+
+
+class _ReadAhead(_Ahead):
     """Decompressed blocks of a trace file, read by a thread one block ahead.
 
     Decompression (igzip or zlib) releases the GIL on large buffers, so on a machine with a
-    spare core the reading costs the parser little.  A read error is handed to the consumer.
-    (The hashing is done by the parser itself, between blocks: the scanner thread shares the
-    spare core with this one.)"""
+    spare core the reading costs the parser little.  (The hashing is done by the parser
+    itself, between blocks: the scanner thread shares the spare core with this one.)"""
 
     def __init__(self, path: str | os.PathLike):
         self.path = path
-        self._queue: queue.Queue = queue.Queue(maxsize=2)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="trace-read-ahead", daemon=True)
-        self._thread.start()
+        super().__init__("trace-read-ahead", 2)
 
-    def _run(self) -> None:
-        try:
-            with _open_decompressed(self.path) as fh:
-                while not self._stop.is_set():
-                    block = fh.read(BLOCK_BYTES)
-                    self._put(block)
-                    if not block:
-                        return
-        except BaseException as exc:  # noqa: BLE001 - handed over, raised in the consumer
-            self._put(exc)
-
-    def _put(self, item) -> None:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.01)
-                return
-            except queue.Full:
-                continue
-
-    def __iter__(self) -> Iterator[bytes]:
-        while True:
-            item = self._queue.get()
-            if isinstance(item, BaseException):
-                raise Unsupported from item
-            if not item:
-                return
-            yield item
-
-    def close(self) -> None:
-        self._stop.set()
-        _drain(self._queue)
-        self._thread.join()
+    def _produce(self) -> None:
+        with _open_decompressed(self.path) as fh:
+            while not self._stop.is_set():
+                block = fh.read(BLOCK_BYTES)
+                if not block or not self._put(block):
+                    return
 
 
 @contextlib.contextmanager
