@@ -40,9 +40,12 @@ def _arguments(policy, trace: Trace, budget: int, demand_fetch: bool):
     max_uses = int(trace.item_n_uses.max()) if trace.n_items else 0
     X = np.zeros((3, trace.n_items))
     t0 = np.array([float(trace.ev_t[ev[0]]) if len(ev) else 0.0 for ev in trace.stream_events])
+    # inner nodes: the bound reads positions 0, 1 (learned time, strength) and the envelope
+    # (3, 4), not 2 (``scantree._bound``)
     return scan_arguments(trace, budget, demand_fetch, MEMORYBANK, [policy.time_unit_s], X,
                           [(0, 1.0), (1, 1.0), (2, 1.0), (3, 1.0), (4, 1.0)],
-                          strength=strengths(policy, max_uses), t0=t0)  # fmt: skip
+                          strength=strengths(policy, max_uses), t0=t0,
+                          inner=[0, 1, 3, 4])  # fmt: skip
 
 
 def replay(policy, trace: Trace, budget: int, demand_fetch: bool, seed: int):

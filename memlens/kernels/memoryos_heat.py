@@ -41,7 +41,9 @@ def _arguments(policy, trace: Trace, budget: int, demand_fetch: bool):
     store = [(0, _sign(policy.alpha)), (1, _sign(policy.beta)), (2, _sign(policy.gamma)),
              (3, 1.0), (4, 1.0)]  # fmt: skip
     t0 = np.array([float(trace.ev_t[ev[0]]) if len(ev) else 0.0 for ev in trace.stream_events])
-    return scan_arguments(trace, budget, demand_fetch, MEMORYOS_HEAT, pol, X, store, t0=t0)
+    # inner nodes: the envelope (positions 3 and 4) is the whole bound (``scantree._bound``)
+    return scan_arguments(trace, budget, demand_fetch, MEMORYOS_HEAT, pol, X, store, t0=t0,
+                          inner=[3, 4])  # fmt: skip
 
 
 def replay(policy, trace: Trace, budget: int, demand_fetch: bool, seed: int):

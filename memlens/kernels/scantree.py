@@ -50,19 +50,23 @@ NO_REC = np.iinfo(np.int64).max  # the recency rank of an empty node
 STACK = 256  # depth-first, at most two nodes pushed per level
 
 
-def new_tree(trace: Trace, n_stored: int):
-    """Empty bound trees for every stream of ``trace``, ``n_stored`` components per node.
+def new_tree(trace: Trace, n_stored: int, inner: list[int] | None = None):
+    """Empty bound trees for every stream of ``trace``, ``n_stored`` components per leaf, and
+    per inner node the minima of the components at positions ``inner`` (default: all): the
+    only ones a policy's bound reads above the leaves (``_bound``).  MemoryOS heat bounds an
+    inner node by its envelope alone, so keeping the other three minima up to date at every
+    update was wasted work (a tenth of its replay at budget 65536).
 
     A stream's candidates take leaves left to right in the order they are (re)placed, which is
     about their recency order, so neighbouring leaves have similar components and the bounds
     are tight.  When the last leaf is taken the live leaves are packed to the left (and the
     number of leaves doubled if they fill more than half), so the tree's size follows the
     items held, up to the stream's item count rounded up to a power of two.
-    Returns ``(toff, width, cap, islot, slot_item, val, rec, nxt, live, sbase)``: per stream
-    the offset of its nodes (``2 * width`` of them) and its current number of leaves; per item
-    its leaf slot (-1: not a candidate); per slot its item; per node the minima of the stored
-    components and the smallest recency rank; per stream the next free slot, the number of
-    candidates and the offset of its slots."""
+    Returns ``(toff, width, cap, islot, slot_item, val, rec, nxt, live, sbase, inner)``: per
+    stream the offset of its nodes (``2 * width`` of them) and its current number of leaves;
+    per item its leaf slot (-1: not a candidate); per slot its item; per node the minima of the
+    stored components (inner nodes: those in ``inner``) and the smallest recency rank; per
+    stream the next free slot, the number of candidates and the offset of its slots."""
     n_streams = trace.n_streams
     counts = np.bincount(trace.item_stream, minlength=n_streams)
     width = np.ones(n_streams, np.int64)
@@ -87,29 +91,30 @@ def new_tree(trace: Trace, n_stored: int):
         val[toff[s] : toff[s] + 2 * cap[s]] = np.inf
         rec[toff[s] : toff[s] + 2 * cap[s]] = NO_REC
         slot_item[sbase[s] : sbase[s] + width[s]] = -1
+    inner = np.arange(n_stored, dtype=np.int64) if inner is None else np.array(inner, np.int64)
     return (toff, width, cap, np.full(trace.n_items, -1, np.int64), slot_item, val, rec,
-            np.zeros(n_streams, np.int64), np.zeros(n_streams, np.int64), sbase)  # fmt: skip
+            np.zeros(n_streams, np.int64), np.zeros(n_streams, np.int64), sbase,
+            inner)  # fmt: skip
 
 
 def no_tree():
     """:func:`new_tree`'s arrays, empty: Generative Agents scans its candidates instead."""
     z, e = np.zeros(1, np.int64), np.zeros(0, np.int64)
-    return (z, z, z, e, np.zeros(0, np.int32), np.zeros((1, 1)), z, z, z, z)
+    return (z, z, z, e, np.zeros(0, np.int32), np.zeros((1, 1)), z, z, z, z, e)
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _fix(tree, s, g):
     """Recompute the ancestors of node ``g`` of region ``s``'s tree (stop when one is equal)."""
-    toff, val, rec = tree[0][s], tree[5], tree[6]
+    toff, val, rec, inner = tree[0][s], tree[5], tree[6], tree[10]
     nd = g - toff
-    k = val.shape[1]
     while nd > 1:
         nd >>= 1
         p = toff + nd
         a = toff + 2 * nd
         b = a + 1
         changed = False
-        for j in range(k):
+        for j in inner:
             v = min(val[a, j], val[b, j])
             if v != val[p, j]:
                 val[p, j] = v
@@ -151,7 +156,7 @@ def _pack(tree, s):
             val[toff + nc + k, q] = np.inf
         rec[toff + nc + k] = NO_REC
     for nd in range(nc - 1, 0, -1):
-        for q in range(n_stored):
+        for q in tree[10]:
             val[toff + nd, q] = min(val[toff + 2 * nd, q], val[toff + 2 * nd + 1, q])
         rec[toff + nd] = min(rec[toff + 2 * nd], rec[toff + 2 * nd + 1])
     cap[s] = nc
@@ -708,13 +713,14 @@ def _empty_query():
 
 
 def scan_arguments(trace: Trace, budget: int, demand_fetch: bool, mode: int, pol, X, store,
-                   strength=None, query=None, t0=None):  # fmt: skip
+                   strength=None, query=None, t0=None, inner=None):  # fmt: skip
     """The output buffers and the argument tuple of :func:`replay_scan`.
 
     ``pol`` the policy's constants, ``X`` its per-item components (3 x items, static ones
     filled), ``store`` the (component, sign) of every stored tree value, ``strength`` the
     MemoryBank strength per number of uses, ``query`` the relevance arrays, ``t0`` per stream
-    the first event's time (Generative Agents' recency origin).  Generative Agents has no
+    the first event's time (Generative Agents' recency origin), ``inner`` the stored
+    positions the bound reads at inner nodes (``new_tree``).  Generative Agents has no
     tree (:func:`no_tree`) but its candidates' components in slots (``S[15]``, ``S[16]``)."""
     out = outputs(trace, demand_fetch)
     (ev_kind, ev_stream, ev_ref, item_tokens, needs_ptr, needs, alt_need, alt_ptr, alt_items,
@@ -747,7 +753,7 @@ def scan_arguments(trace: Trace, budget: int, demand_fetch: bool, mode: int, pol
          out.false_evictions, out.move_event, out.move_item, out.move_kind)  # fmt: skip
     A = (needs_ptr, needs, alt_need, alt_ptr, alt_items, out.need_hit, out.context_tokens,
          out.pinned_tokens)  # fmt: skip
-    tree = no_tree() if scan else new_tree(trace, len(store))
+    tree = no_tree() if scan else new_tree(trace, len(store), inner)
     args = (mode, S, K, Q, tree, W, io, A, ev_kind, ev_stream, ev_ref, int(budget),
             bool(demand_fetch), np.zeros(STACK, np.int64), np.zeros(STACK))  # fmt: skip
     return out, args
