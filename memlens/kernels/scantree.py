@@ -201,28 +201,28 @@ def tree_put(tree, s, i, stored, r):
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
-def _bound(mode, val, g, t, prm, bidx, bsgn, leaf):
-    """The policy's score expression at node ``g``'s components (exact at a ``leaf``).
-    MemoryOS heat bounds an inner node by its envelope alone: the heat at the per-component
-    minima costs an ``exp`` and, on the benchmark trace, never pruned a node the envelope kept."""
-    if mode == MEMORYOS_HEAT and not leaf:
-        lo, hi = val[g, 3], val[g, 4]
-        env = lo + prm[4] * (hi - lo)
-        return env - 1e-9 * (abs(lo) + prm[4] * abs(hi) + abs(prm[2]) + 1.0)
+def _bound(mode, val, g, t, prm, bidx, bsgn, leaf, best):
+    """The policy's score expression at node ``g``'s components (exact at a ``leaf``), or
+    its cheaper envelope bound alone when that already exceeds ``best``, the best score found
+    so far: the node is pruned either way (``best`` only goes down), and the division or
+    ``exp`` is saved.  MemoryOS heat bounds an inner node by its envelope alone: the heat at
+    the per-component minima costs an ``exp`` and, on the benchmark trace, never pruned a node
+    the envelope kept."""
+    lo, hi = val[g, 3], val[g, 4]  # the envelope bound (``_rebase``), f = prm[4]
+    env = lo + prm[4] * (hi - lo)
+    if mode == MEMORYBANK:
+        env -= 1e-9 * (abs(lo) + abs(hi) + 1.0)
+    else:
+        env -= 1e-9 * (abs(lo) + prm[4] * abs(hi) + abs(prm[2]) + 1.0)
+    if env > best or (mode == MEMORYOS_HEAT and not leaf):
+        return env
     x0 = bsgn[0] * val[g, bidx[0]]
     x1 = bsgn[1] * val[g, bidx[1]]
     if mode == MEMORYBANK:  # -(t - learned) / unit / strength
         score = -(t - x0) / prm[0] / x1
-        lo, hi = val[g, 3], val[g, 4]  # the envelope bound (``_rebase``), f = prm[4]
-        env = lo + prm[4] * (hi - lo)
-        env -= 1e-9 * (abs(lo) + abs(hi) + 1.0)
         return score if score > env else env
     # MemoryOS heat: a * visits + b * length + g * exp((seen - t) / tau)
     heat = prm[0] * x0 + prm[1] * x1 + prm[2] * math.exp((bsgn[2] * val[g, bidx[2]] - t) / prm[3])
-    # the envelope bound (``_rebase``): every item's heat is a line in u = prm[4]
-    lo, hi = val[g, 3], val[g, 4]
-    env = lo + prm[4] * (hi - lo)
-    env -= 1e-9 * (abs(lo) + prm[4] * abs(hi) + abs(prm[2]) + 1.0)
     return heat if heat > env else env
 
 
@@ -237,7 +237,7 @@ def tree_argmin(tree, s, t, mode, prm, bidx, bsgn, stk_n, stk_b):
     best, best_rec, best_i = np.inf, NO_REC, -1
     sp = 0
     if rec[toff + 1] != NO_REC:
-        stk_n[0], stk_b[0] = 1, _bound(mode, val, toff + 1, t, prm, bidx, bsgn, width == 1)
+        stk_n[0], stk_b[0] = 1, _bound(mode, val, toff + 1, t, prm, bidx, bsgn, width == 1, best)
         sp = 1
     prm[6] += 1.0
     while sp > 0:
@@ -253,8 +253,8 @@ def tree_argmin(tree, s, t, mode, prm, bidx, bsgn, stk_n, stk_b):
         ga = toff + 2 * nd
         gb = ga + 1
         leaf = 2 * nd >= width
-        ba = _bound(mode, val, ga, t, prm, bidx, bsgn, leaf) if rec[ga] != NO_REC else np.inf
-        bb = _bound(mode, val, gb, t, prm, bidx, bsgn, leaf) if rec[gb] != NO_REC else np.inf
+        ba = _bound(mode, val, ga, t, prm, bidx, bsgn, leaf, best) if rec[ga] != NO_REC else np.inf
+        bb = _bound(mode, val, gb, t, prm, bidx, bsgn, leaf, best) if rec[gb] != NO_REC else np.inf
         first, second, bf, bs = 2 * nd, 2 * nd + 1, ba, bb
         if bb < ba:
             first, second, bf, bs = second, first, bb, ba
