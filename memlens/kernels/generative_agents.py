@@ -27,6 +27,14 @@ work in the number of items held.
   8,000 items held, but each visit cost more than a slot's score. It lost to this scan by 2x
   to 3x at every budget from 1K to 1M tokens (``benchmarks/results/ga_scan_vs_tree.md``).
 
+* An index (recency lists per importance group walked under a monotone bound, relevance
+  computed on demand, its maximum by MaxScore over per-term postings) read 80 candidates per
+  choice instead of 318 at budget 65536, but lost to this scan by 1.7x (64K) to 4.5x (1K): its
+  upkeep cost as much as the scan, and about 56 candidates per choice rank below the victim
+  on recency and importance and are kept by their relevance alone, which changes with every
+  query (``benchmarks/ga_victim_profile.py``; ``docs/speed.md``; the patch is
+  ``benchmarks/results/ga_index_attempt.patch``).
+
 So the cost per victim choice grows with the items held: ``benchmarks/bench_kernels.py``
 measures it (2M events/s is reached up to 16K tokens, about 120 items held, not at 64K).
 """

@@ -1,17 +1,16 @@
 """The ``memorybank`` kernel: MemoryBank (``policies/memorybank.py``) in one compiled loop.
 
 The class ranks its candidates by the Ebbinghaus exponent ``-(t - learned) / unit / strength``
-(lowest first, ties by recency).  The exponent grows with ``learned`` (the time of learning or
-last recall) and with ``strength`` (``initial + k * increment`` after ``k`` recalls, summed as
-the class sums it), so the bound tree of ``memlens.kernels.scantree`` keeps per node the
-smallest ``learned`` and the smallest strength, and the expression at those two minima bounds
-every item below the node.  That bound is loose for a node holding an old, often recalled item
-next to a young one recalled once; each item's exponent is also a line in ``t``, so the tree
-keeps too the lowest exponent of its items at two times ``T`` and ``T + H`` and interpolates
-(the minimum of lines is concave; ``scantree._rebase``), and a node is pruned by the larger of
-the two bounds.  A victim choice visits the items whose bound does not exceed the victim's
-exponent: the cost follows the number of near-ties and the tree's depth (log of the items
-held), not a scan of the items held.
+(lowest first, ties by recency).  Each item's exponent is a line in ``t``, so the bound tree of
+``memlens.kernels.scantree`` keeps per node the lowest exponent of its items at two times ``T``
+and ``T + H`` and interpolates (the minimum of lines is concave; ``scantree._rebase``).  It
+used to keep too the smallest ``learned`` and the smallest strength, whose expression is a
+second bound; that one pruned no node the envelope kept at budget 65536, and cost a division
+per node and two more minima per level updated (``scantree._bound`` has the figures).
+
+A victim choice visits the items whose bound does not exceed the victim's exponent: the cost
+follows the number of near-ties and the tree's depth (log of the items held), not a scan of
+the items held.
 
 Deterministic MemoryBank only: with ``stochastic: true`` the class draws from the stream's
 generator for every victim choice, which this kernel does not reproduce (``kernel_supported``
@@ -40,12 +39,11 @@ def _arguments(policy, trace: Trace, budget: int, demand_fetch: bool):
     max_uses = int(trace.item_n_uses.max()) if trace.n_items else 0
     X = np.zeros((3, trace.n_items))
     t0 = np.array([float(trace.ev_t[ev[0]]) if len(ev) else 0.0 for ev in trace.stream_events])
-    # inner nodes: the bound reads positions 0, 1 (learned time, strength) and the envelope
-    # (3, 4), not 2 (``scantree._bound``)
+    # inner nodes: the bound reads the envelope (3, 4) alone (``scantree._bound``)
     return scan_arguments(trace, budget, demand_fetch, MEMORYBANK, [policy.time_unit_s], X,
                           [(0, 1.0), (1, 1.0), (2, 1.0), (3, 1.0), (4, 1.0)],
                           strength=strengths(policy, max_uses), t0=t0,
-                          inner=[0, 1, 3, 4])  # fmt: skip
+                          inner=[3, 4])  # fmt: skip
 
 
 def replay(policy, trace: Trace, budget: int, demand_fetch: bool, seed: int):
