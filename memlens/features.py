@@ -225,6 +225,7 @@ def content_boost(
     return boost
 
 
+_STATIC_KEY = "_memlens_static_values"  # trace.__dict__: static_value per parameter set
 DEFAULT_TYPE_BASE = {"user_input": 0.7, "tool_result": 0.6, "agent_state": 0.5, "llm_thought": 0.4}
 
 
@@ -250,9 +251,16 @@ def static_value(
 
     ``boosts`` are keyword arguments of :func:`content_boost`.  An item whose ``cost`` exceeds
     ``cost_threshold`` (e.g. a paid API call, a long tool run) gets ``cost_boost``: losing it
-    means paying again.
+    means paying again.  The result is cached on the trace per parameter set, read-only.
     """
-    base = type_array(type_base or DEFAULT_TYPE_BASE, "type_base")[trace.item_type]
-    value = base + content_boost(content_features(trace), **(boosts or {}))
-    value += cost_boost * (trace.item_cost > cost_threshold)
-    return value
+    per_type = type_array(type_base or DEFAULT_TYPE_BASE, "type_base")
+    key = (per_type.tobytes(), tuple(sorted((boosts or {}).items())), float(cost_threshold),
+           float(cost_boost))  # fmt: skip
+    cache = trace.__dict__.setdefault(_STATIC_KEY, {})
+    if key not in cache:  # every policy x budget job of a sweep asks again: computed once
+        value = per_type[trace.item_type] + content_boost(content_features(trace),
+                                                          **(boosts or {}))  # fmt: skip
+        value += cost_boost * (trace.item_cost > cost_threshold)
+        value.flags.writeable = False  # shared by every caller
+        cache[key] = value
+    return cache[key]
