@@ -226,6 +226,7 @@ def content_boost(
 
 
 _STATIC_KEY = "_memlens_static_values"  # trace.__dict__: static_value per parameter set
+_STATIC_KEEP = 4  # parameter sets kept per trace
 DEFAULT_TYPE_BASE = {"user_input": 0.7, "tool_result": 0.6, "agent_state": 0.5, "llm_thought": 0.4}
 
 
@@ -262,5 +263,7 @@ def static_value(
                                                           **(boosts or {}))  # fmt: skip
         value += cost_boost * (trace.item_cost > cost_threshold)
         value.flags.writeable = False  # shared by every caller
+        if len(cache) >= _STATIC_KEEP:  # a tuner tries many parameter sets: keep the latest
+            cache.pop(next(iter(cache)))
         cache[key] = value
     return cache[key]

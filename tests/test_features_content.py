@@ -91,3 +91,20 @@ def test_type_table_must_name_every_type():
     trace = trace_from_events([W("a", 0)])
     with pytest.raises(ValueError, match="missing"):
         static_value(trace, type_base={"user_input": 1.0})
+
+
+def test_static_value_is_cached_per_parameter_set_and_bounded():
+    from memlens import features
+    from memlens.testing import random_events
+
+    trace = trace_from_events(random_events(np.random.default_rng(2), 60, 2))
+    first = static_value(trace)
+    assert static_value(trace) is first  # the same parameters: computed once
+    assert not first.flags.writeable  # shared, so nobody may change it in place
+    flat = static_value(trace, type_base=dict.fromkeys(features.ITEM_TYPES, 1.0))
+    assert not np.array_equal(flat, first)  # other parameters: their own numbers
+    for k in range(features._STATIC_KEEP + 2):  # a tuner's trials: the cache stays bounded
+        static_value(trace, cost_boost=1.0 + k)
+    assert len(trace.__dict__[features._STATIC_KEY]) == features._STATIC_KEEP
+    again = static_value(trace)  # evicted, computed again: the same numbers
+    assert again is not first and np.array_equal(again, first)
