@@ -18,11 +18,12 @@ concave in it and at least the interpolation of its values at two times (the env
 :func:`_rebase`); it is the only bound the inner nodes use now (:func:`_bound`).  Per stream,
 a segment tree over the candidates (``new_tree``: leaves taken left to right as items are
 placed, so about in recency order) keeps, per node, the minima of the stored components the
-bound reads and the smallest recency rank; the victim is found by branch and bound (smaller bound first, prune a node whose bound, or
-bound and best recency, can no longer beat the best leaf found).  The leaves hold the exact
-components, so the winning score is the reference's number and ties go, as in the reference, to
-the least recent item: recency is the pair (event of the last write or use, a sequence number),
-which is the order of ``ScanPolicy``'s ``OrderedDict`` including its ``unpin`` placement.
+bound reads and the smallest recency rank; the victim is found by branch and bound (smaller
+bound first, prune a node whose bound, or bound and best recency, can no longer beat the best
+leaf found).  The leaves hold the exact components, so the winning score is the reference's
+number and ties go, as in the reference, to the least recent item: recency is the pair (event
+of the last write or use, a sequence number), which is the order of ``ScanPolicy``'s
+``OrderedDict`` including its ``unpin`` placement.
 
 Cost: an update is O(log m) (m = leaves: at most twice the most items held so far; packing
 is amortised), a victim choice visits the nodes whose bound is at most the victim's score: the
