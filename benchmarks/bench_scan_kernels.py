@@ -63,6 +63,11 @@ def nodes_per_choice(trace, name: str, budget: int) -> str:
     _, args = module._arguments(make_policy(name), trace, budget, False)
     module.replay_scan(*args)
     prm = args[5][0]
+    if name == "generative_agents":  # and how often the relevances were re-scored
+        print(
+            f"generative_agents at {budget}: {int(prm[4]):,} re-scoring passes, "
+            f"{prm[5] / max(prm[4], 1.0):.1f} candidates each"
+        )
     return f"{prm[7] / max(prm[6], 1.0):.1f}"
 
 

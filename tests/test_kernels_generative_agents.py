@@ -69,6 +69,44 @@ def test_kernel_equals_reference(seed, n_events, n_streams, budget, demand_fetch
     assert_same(trace, make, budget, demand_fetch)
 
 
+def wordy(events: list[dict], rng: np.random.Generator) -> list[dict]:
+    """``events`` with long texts over a wide vocabulary: items of 1 to 45 words (so masks of
+    one and two vectors, and items too long for a mask), requests of 1 to 40 (queries too long
+    for ``simd.term_masks`` too)."""
+    vocab = [f"w{k}" for k in range(150)]
+    for ev in events:
+        if ev["event"] in ("write", "request"):
+            size = int(rng.choice([1, 4, 9, 20, 45] if ev["event"] == "write" else [1, 3, 9, 40]))
+            ev["text"] = " ".join(rng.choice(vocab, size=size).tolist())
+    return events
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    budget=st.sampled_from([700, 1500, 4000]),
+    demand_fetch=st.booleans(),
+    weights=st.sampled_from([(1.0, 1.0, 1.0), (0.5, 2.0, 3.0), (-1.0, 1.0, 2.0)]),
+    decay=st.sampled_from([0.995, 1.0]),
+    normalize=st.booleans(),
+)
+def test_kernel_equals_reference_with_many_candidates_and_long_texts(
+    seed, budget, demand_fetch, weights, decay, normalize
+):
+    """Enough candidates per stream (budgets of 700-4000 tokens, items of 1-40) that the
+    victim search and the re-scoring take ``simd``'s vector paths, and texts long enough for
+    each of their fallbacks."""
+    rng = np.random.default_rng(seed)
+    trace = trace_from_events(wordy(timed_events(rng, 400, 1, False), rng))
+    wr, wi, wv = weights
+
+    def make():
+        return GenerativeAgents(w_recency=wr, w_importance=wi, w_relevance=wv,
+                                recency_decay=decay, normalize=normalize)  # fmt: skip
+
+    assert_same(trace, make, budget, demand_fetch)
+
+
 @pytest.mark.parametrize("demand_fetch", [False, True])
 @pytest.mark.parametrize("budget", [300, 3000])
 def test_kernel_equals_reference_on_a_generated_trace(budget, demand_fetch):

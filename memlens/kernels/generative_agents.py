@@ -45,6 +45,7 @@ import numpy as np
 
 from memlens.kernels.common import result, timed
 from memlens.kernels.scantree import GENERATIVE_AGENTS, replay_scan, scan_arguments
+from memlens.kernels.simd import TERM_PAD
 from memlens.trace import Trace
 
 _CSR_KEY = "_memlens_tfidf_csr"
@@ -56,7 +57,10 @@ def query_arrays(csr: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
     dense, which request is loaded)."""
     iptr, iterm, iw, qptr, qterm, qw = csr
     vocab = int(max(iterm.max(initial=-1), qterm.max(initial=-1))) + 1
-    iterm = iterm.astype(np.int32)  # half the bytes a re-scoring pass reads
+    # half the bytes a re-scoring pass reads; padded so ``simd.term_masks`` may read a whole
+    # mask's worth of terms from any item's first
+    iterm = np.concatenate([iterm.astype(np.int32), np.full(TERM_PAD, -1, np.int32)])
+    iw = np.concatenate([iw, np.zeros(TERM_PAD)])
     return (iptr, iterm, iw, qptr, qterm, qw, np.zeros(vocab // 64 + 1, np.uint64),
             np.zeros(max(vocab, 1)), np.full(1, -1, np.int64),
             vector_ids(qptr, qterm, qw))  # fmt: skip
