@@ -10,7 +10,7 @@ from memlens.policies.generative_agents import GenerativeAgents, tfidf_csr
 
 from memlens import testing
 from memlens.generate import generate_simple
-from memlens.kernels.generative_agents import query_arrays, vector_ids
+from memlens.kernels.generative_agents import query_arrays, query_vocabulary, vector_ids
 from memlens.kernels.scantree import _relevance
 from memlens.policy import kernel_of
 from memlens.testing import random_events
@@ -128,6 +128,16 @@ def test_relevance_is_the_class_cosine_in_its_summation_order():
             shared += policy.relevance(i) > 0
     assert shared > 100  # the texts share words: the sums are really compared
     assert _relevance(q, 0, -1) == 0.0  # before a stream's first request
+
+
+def test_query_vocabulary_keeps_the_requests_terms_in_the_items_order():
+    """Hand-computed: the requests have terms 9, 5 and 11, numbered 1, 0, 2 (their order);
+    item 0 (terms 5, 9, 2) keeps 5 and 9 with their weights, item 2 (9, 7, 5) keeps 9, 5."""
+    iptr, iterm, iw = np.array([0, 3, 3, 6]), np.array([5, 9, 2, 9, 7, 5]), np.arange(6.0)
+    ptr, term, weight, qterm, size = query_vocabulary(iptr, iterm, iw, np.array([9, 5, 11]))
+    assert ptr.tolist() == [0, 2, 2, 4] and term.tolist() == [0, 1, 1, 0]
+    assert weight.tolist() == [0.0, 1.0, 3.0, 5.0]
+    assert qterm.tolist() == [1, 0, 2] and size == 3
 
 
 def test_kernel_is_registered_for_every_configuration():

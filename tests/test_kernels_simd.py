@@ -116,21 +116,25 @@ def test_argmin3_reports_a_nan_score_where_the_scalar_loop_would_differ():
     assert _argmin(x, rank, 18, 40, p) == 18  # the NaN outside the range is not read
 
 
-def item_terms(rng: np.random.Generator, n_items: int, vocab: int):
+def item_terms(rng: np.random.Generator, n_items: int, vocab: int, dtype=np.int32):
     """CSR terms of items of every length a mask takes and longer, padded as the kernel's."""
     lengths = rng.choice([0, 1, 5, 8, 15, 16, 17, 31, 32, 33, 40], size=n_items)
     ptr = np.zeros(n_items + 1, np.int64)
     np.cumsum(lengths, out=ptr[1:])
     terms = rng.integers(0, vocab, int(ptr[-1]))
-    return ptr, np.concatenate([terms, np.full(TERM_PAD, -1)]).astype(np.int32), lengths
+    return ptr, np.concatenate([terms, np.full(TERM_PAD, -1)]).astype(dtype), lengths
 
 
 @settings(max_examples=300, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n_items=st.integers(1, 60),
-       n_query=st.integers(0, QUERY_TERMS), vocab=st.sampled_from([5, 60, 100_000]))  # fmt: skip
-def test_term_masks_marks_the_terms_an_item_shares_with_the_query(seed, n_items, n_query, vocab):
+       n_query=st.integers(0, QUERY_TERMS), vocab=st.sampled_from([5, 60, 30_000, 100_000]),
+       narrow=st.booleans())  # fmt: skip
+def test_term_masks_marks_the_terms_an_item_shares_with_the_query(seed, n_items, n_query, vocab,
+                                                                  narrow):  # fmt: skip
+    """int32 terms, and int16 (the kernel's when the requests' vocabulary fits)."""
     rng = np.random.default_rng(seed)
-    ptr, terms, lengths = item_terms(rng, n_items, vocab)
+    dtype = np.int16 if narrow and vocab < 2**15 else np.int32
+    ptr, terms, lengths = item_terms(rng, n_items, vocab, dtype)
     qterms = rng.integers(0, vocab, n_query + 3).astype(np.int64)
     qs = int(rng.integers(0, 4))
     lo = int(rng.integers(0, n_items))

@@ -54,16 +54,38 @@ _CSR_KEY = "_memlens_tfidf_csr"
 def query_arrays(csr: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
     """The relevance arrays of ``scantree._relevance``: items' and requests' CSR vectors
     (``tfidf_csr``), and the scratch of the loaded query (its terms as bits, its weights
-    dense, which request is loaded)."""
+    dense, which request is loaded).
+
+    Only the terms some request has can ever be shared, so the items keep only those, in
+    their order (every cosine is then the same sum, in the same order), numbered densely
+    (:func:`query_vocabulary`): on the benchmark trace half of the items' terms go, and the
+    query's bits and weights fit in the first-level cache.  The items' terms are int16 when
+    the numbers fit (``simd.term_masks`` then compares them at twice the rate), and padded
+    so it may read a whole mask's worth of terms from any item's first."""
     iptr, iterm, iw, qptr, qterm, qw = csr
-    vocab = int(max(iterm.max(initial=-1), qterm.max(initial=-1))) + 1
-    # half the bytes a re-scoring pass reads; padded so ``simd.term_masks`` may read a whole
-    # mask's worth of terms from any item's first
-    iterm = np.concatenate([iterm.astype(np.int32), np.full(TERM_PAD, -1, np.int32)])
+    iptr, iterm, iw, qterm, vocab = query_vocabulary(iptr, iterm, iw, qterm)
+    dtype = np.int16 if vocab < np.iinfo(np.int16).max else np.int32
+    iterm = np.concatenate([iterm.astype(dtype), np.full(TERM_PAD, -1, dtype)])
     iw = np.concatenate([iw, np.zeros(TERM_PAD)])
     return (iptr, iterm, iw, qptr, qterm, qw, np.zeros(vocab // 64 + 1, np.uint64),
             np.zeros(max(vocab, 1)), np.full(1, -1, np.int64),
             vector_ids(qptr, qterm, qw))  # fmt: skip
+
+
+def query_vocabulary(iptr, iterm, iw, qterm):
+    """The items' CSR terms without those no request has (order kept), every term renumbered
+    by its rank among the requests' terms; returns ``(iptr, iterm, iw, qterm, vocabulary
+    size)``."""
+    vocab = np.unique(qterm)
+    top = int(max(iterm.max(initial=-1), qterm.max(initial=-1))) + 1
+    rank = np.full(top, -1, np.int64)
+    rank[vocab] = np.arange(len(vocab))
+    new = rank[iterm]
+    keep = new >= 0
+    row = np.repeat(np.arange(len(iptr) - 1), np.diff(iptr))
+    ptr = np.zeros_like(iptr)
+    np.cumsum(np.bincount(row[keep], minlength=len(iptr) - 1), out=ptr[1:])
+    return ptr, new[keep], iw[keep], rank[qterm], len(vocab)
 
 
 def vector_ids(ptr: np.ndarray, term: np.ndarray, weight: np.ndarray) -> np.ndarray:

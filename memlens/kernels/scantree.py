@@ -802,7 +802,8 @@ def _horizon(trace: Trace) -> np.ndarray:
 def _empty_query():
     """The relevance arrays of a policy without relevance (never read)."""
     z64, zi, z = np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0)
-    return (z64, np.zeros(0, np.int32), z, z64, zi, z, np.zeros(1, np.uint64), np.zeros(1),
+    # int16 terms, like Generative Agents' usual arrays: one compiled replay for all three
+    return (z64, np.zeros(0, np.int16), z, z64, zi, z, np.zeros(1, np.uint64), np.zeros(1),
             np.full(1, -1, np.int64), zi)  # fmt: skip
 
 
