@@ -53,21 +53,21 @@ def measure(trace, name: str, budget: int, repeat: int) -> tuple[float, float, f
             int(res.evictions.sum()))  # fmt: skip
 
 
-def nodes_per_choice(trace, name: str, budget: int) -> str:
+def nodes_per_choice(trace, name: str, budget: int, notes: list[str]) -> str:
     """Mean tree nodes visited per victim choice in one replay ("-" for a kernel without the
     bound tree; Generative Agents, which scans: the candidates scored per choice): the scan
-    kernel's own argument builder, then its loop, then its counters."""
+    kernel's own argument builder, then its loop, then its counters.  For Generative Agents
+    ``notes`` gets how often the relevances were re-scored (a new query vector, read at the
+    next victim choice) and over how many candidates."""
     if name not in SCAN_KERNELS:
         return "-"
     module = importlib.import_module(f"memlens.kernels.{name}")
     _, args = module._arguments(make_policy(name), trace, budget, False)
     module.replay_scan(*args)
     prm = args[5][0]
-    if name == "generative_agents":  # and how often the relevances were re-scored
-        print(
-            f"generative_agents at {budget}: {int(prm[4]):,} re-scoring passes, "
-            f"{prm[5] / max(prm[4], 1.0):.1f} candidates each"
-        )
+    if name == "generative_agents":
+        notes.append(f"generative_agents at {budget}: {int(prm[4]):,} re-scoring passes, "
+                     f"{prm[5] / max(prm[4], 1.0):.1f} candidates each")  # fmt: skip
     return f"{prm[7] / max(prm[6], 1.0):.1f}"
 
 
@@ -82,13 +82,15 @@ def main() -> None:
     print(f"{trace.n_events:,} events, {trace.n_items:,} items, {trace.n_streams} streams")
     print("| policy | budget | items held | evictions | nodes / choice | simulate ev/s | "
           "kernel ev/s |\n|---|---|---|---|---|---|---|")  # fmt: skip
+    notes: list[str] = []
     for name in args.policies:
         simulate(trace, make_policy(name), BUDGETS[0], engine="fast", progress=False)  # warm up
         for b in args.budgets:
             total, kernel, held, ev = measure(trace, name, b, args.repeat)
-            nodes = nodes_per_choice(trace, name, b)
+            nodes = nodes_per_choice(trace, name, b, notes)
             print(f"| {name} | {b} | {held:.0f} | {ev:,} | {nodes} | {total / 1e6:.2f}M | "
                   f"{kernel / 1e6:.2f}M |", flush=True)  # fmt: skip
+    print("\n".join(notes))
     print(f"load average at the end: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
 
 

@@ -4,15 +4,23 @@ The class (``policies/generative_agents.py``) evicts the lowest ``w_r * recency 
 importance + w_v * relevance``, each component min-max normalised over the candidates, the
 relevance being the TF-IDF cosine with the stream's latest request.  The TF-IDF vectors are
 the class's own (``tfidf_rows``), laid out as CSR arrays in the class's dict order so every
-cosine is summed in the same order.
+cosine is summed in the same order; the items keep only the terms some request has, numbered
+densely (``query_vocabulary``: no other term can be shared, and the order of the rest is
+kept, so every sum is the same).
 
-This kernel **scans**; it keeps no bound tree (``scantree`` keeps one for MemoryBank and
-MemoryOS heat).  Each stream's candidates keep their three components, recency rank and span
-of TF-IDF terms in slots of their own, end to end (``scantree._copy_to_slot``).  A victim
-choice is two passes over the slots: the three spreads (the normalisation), then the lowest
-score with the reference's expression (ties: the least recent).  A request with a new query
-vector re-scores every slot, testing the item's terms against the query's terms held as bits
-(``scantree._relevance``).
+This kernel **scans**, with vectors; it keeps no bound tree (``scantree`` keeps one for
+MemoryBank and MemoryOS heat).  Each stream's candidates keep their three components, recency
+rank and span of terms in slots of their own, end to end (``scantree._copy_to_slot``).
+
+* A victim choice is two passes over the slots: the three spreads (the normalisation), then
+  the least (score, recency rank) with the reference's expression; both are loops over
+  vectors of 8 doubles (``memlens/kernels/simd.py``, ``minmax3`` and ``argmin3``), from 32
+  candidates on.
+* A request with a new query vector marks the stream's relevances stale; the next victim
+  choice re-scores every slot (``scantree._rescore``).  First, for all slots at once, which
+  of each item's terms the query has (``simd.term_masks``: 16 terms to a vector, int16,
+  compared with each query term); then, for the items that share one, the sum over the
+  shared terms in the item's order.
 
 Why no tree: every term of the score moves with the query, so an exact ranking cannot avoid
 work in the number of items held.
@@ -24,19 +32,19 @@ work in the number of items held.
   re-scores nothing), and about 40% of the candidates share a term with it.
 * The bound tree this kernel had (per-component minima, one tree per sixteenth of the
   importances) visited a fifth to a twentieth as many nodes as there were candidates at 500 to
-  8,000 items held, but each visit cost more than a slot's score. It lost to this scan by 2x
-  to 3x at every budget from 1K to 1M tokens (``benchmarks/results/ga_scan_vs_tree.md``).
-
+  8,000 items held, but each visit cost more than a slot's score. It lost to the scalar scan by
+  2x to 3x at every budget from 1K to 1M tokens (``benchmarks/results/ga_scan_vs_tree.md``).
 * An index (recency lists per importance group walked under a monotone bound, relevance
   computed on demand, its maximum by MaxScore over per-term postings) read 80 candidates per
-  choice instead of 318 at budget 65536, but lost to this scan by 1.7x (64K) to 4.5x (1K): its
-  upkeep cost as much as the scan, and about 56 candidates per choice rank below the victim
-  on recency and importance and are kept by their relevance alone, which changes with every
-  query (``benchmarks/ga_victim_profile.py``; ``docs/speed.md``; the patch is
+  choice instead of 318 at budget 65536, but lost to the scalar scan by 1.7x (64K) to 4.5x
+  (1K): its upkeep cost as much as the scan, and about 56 candidates per choice rank below the
+  victim on recency and importance and are kept by their relevance alone, which changes with
+  every query (``benchmarks/ga_victim_profile.py``; ``docs/speed.md``; the patch is
   ``benchmarks/results/ga_index_attempt.patch``).
 
-So the cost per victim choice grows with the items held: ``benchmarks/bench_kernels.py``
-measures it (2M events/s is reached up to 16K tokens, about 120 items held, not at 64K).
+So the cost per victim choice grows with the items held, at a small constant: at budget 65536
+(about 500 items held) the replay runs at about 2.4M events/s, at 262144 at about 0.8M
+(``benchmarks/bench_scan_kernels.py``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ to the latest request), so no fixed-key heap follows their order.  Their referen
 (``ScanPolicy.victims``) scores every resident item at each victim choice.  This module finds
 the same victim without scoring every item, for MemoryBank and MemoryOS heat: a **bound
 tree**.  Generative Agents scans (``memlens/kernels/generative_agents.py`` says why), over
-its candidates' components kept in slots of their own, end to end (:func:`scan_argmin`).
+its candidates' components kept in slots of their own, end to end, with the vector loops of
+``memlens/kernels/simd.py`` (:func:`scan_argmin`, :func:`_scan_spreads`, :func:`_rescore`).
 
 Every score here is a function ``f(x0, x1, x2, t)`` of three per-item numbers, monotone in each
 (non-decreasing or non-increasing, the direction given by the sign of the policy's weight), and
@@ -582,11 +583,14 @@ def cand_remove(mode, S, tree, s, i):
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def observe(mode, S, K, Q, tree, x, now, s):
     """``observe``: every listed item is used and, if a candidate, moves to the recency end;
-    Generative Agents then takes the request as its query and re-scores the candidates, unless
-    the query's TF-IDF vector equals the previous one's (``Q[9]``: per request the id of its
-    vector): then every candidate's stored relevance, computed against an equal vector at the
-    last request or at its insert or unpin since, is already the class's number (agent traces
-    repeat a query often: most requests of the benchmark trace do)."""
+    Generative Agents then takes the request as its query, and its candidates' relevances are
+    re-scored before they are next read (``K[9]``, :func:`make_room`: the class re-scores at
+    once, but nothing reads a relevance before the next victim choice, and an insert or unpin
+    in between scores its item against the new query), unless the query's TF-IDF vector
+    equals the previous one's (``Q[9]``: per request the id of its vector): then every
+    candidate's stored relevance, computed against an equal vector at the last request or at
+    its insert or unpin since, is already the class's number (agent traces repeat a query
+    often: most requests of the benchmark trace do)."""
     items_ptr, items, inres, last, seq, ctr = K[5], K[6], S[8], S[4], S[5], S[9]
     for j in range(items_ptr[x], items_ptr[x + 1]):
         i = items[j]
@@ -816,7 +820,9 @@ def scan_arguments(trace: Trace, budget: int, demand_fetch: bool, mode: int, pol
     MemoryBank strength per number of uses, ``query`` the relevance arrays, ``t0`` per stream
     the first event's time (Generative Agents' recency origin), ``inner`` the stored
     positions the bound reads at inner nodes (``new_tree``).  Generative Agents has no
-    tree (:func:`no_tree`) but its candidates' components in slots (``S[15]``, ``S[16]``)."""
+    tree (:func:`no_tree`) but its candidates' components in slots (``S[15]``, ``S[16]``),
+    the scratch of a re-scoring pass (``S[19]``: the slots' term masks, then the list of the
+    slots that share a term) and per stream whether its relevances are stale (``K[9]``)."""
     out = outputs(trace, demand_fetch)
     (ev_kind, ev_stream, ev_ref, item_tokens, needs_ptr, needs, alt_need, alt_ptr, alt_items,
      n_uses) = trace_arrays(trace)  # fmt: skip
