@@ -4,20 +4,22 @@ Why hand-written: LLVM does not vectorise a floating-point minimum or maximum re
 without fast-math flags (numba's ``fastmath`` did not make it either), and a scalar loop is
 bound by the processor's scalar throughput: the three spreads and the lowest score of 318
 candidates cost about 450 ns per victim choice, most of Generative Agents' replay at budget
-65536.  Here every loop works on vectors of 8 doubles (16 int32 for terms), with four
+65536.  Here the loops work on vectors of 8 doubles (16 int16 or int32 terms), with four
 accumulators in the main loop so no chain of dependent compares limits it; LLVM lowers the
-vectors to whatever the processor has (AVX-512, AVX2 or SSE), with the same results.
+vectors to whatever the processor has (AVX-512, AVX2 or SSE), with the same results
+(``tests/test_kernels_simd.py``; ``tests/test_kernels_avx2.py`` compiles for AVX2).
 
 Exactness: a score is the reference's expression, ``p0 * (p3 * x0) + p1 * x1 + p2 * x2``,
 with IEEE multiplications and additions in that order (no fused multiply-add: the IR carries
 no fast-math flag), and the argmin is the least ``(score, recency rank)`` pair, the rank
 being unique, so the order in which the lanes meet the items does not change the winner.
 Minima and maxima do not depend on order either.  What the vectors cannot match is the
-scalar loop's treatment of NaN, so the callers take the vector path only when no component is
-NaN (:func:`minmax3` reports it) and no score can overflow.
+scalar loop's treatment of NaN: :func:`argmin3` reports a NaN score and the caller scans.
 
-Each function needs at least one whole vector (8 items): the last vector is the one ending at
-``stop`` (it may overlap the previous ones, which changes no minimum and no argmin).
+:func:`minmax3` and :func:`argmin3` need at least one whole vector (8 items): the last vector
+is the one ending at ``stop`` (it may overlap the previous ones, which changes no minimum and
+no argmin).  :func:`term_masks` reads a whole vector of terms from each item's first, so the
+caller pads the term array.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from numba.extending import intrinsic
 
 LANES = 8  # doubles per vector
 UNROLL = 4  # independent accumulators in the main loop
-TERM_LANES = 16  # int32 terms per vector
+TERM_LANES = 16  # terms per vector
 
 _F64, _I64, _I32 = ir.DoubleType(), ir.IntType(64), ir.IntType(32)
 _VF, _VI = ir.VectorType(_F64, LANES), ir.VectorType(_I64, LANES)
