@@ -652,12 +652,12 @@ def make_room(mode, S, K, Q, tree, W, io, s, e, budget, stk_n, stk_b, m):
     )
     evictions, false_ev, mv_event, mv_item, mv_kind = io[6], io[7], io[8], io[9], io[10]
     t = K[0][e]
-    if mode == GENERATIVE_AGENTS and K[9][s] and used[s] > budget and used[s] > pinned_tok[s]:
-        _rescore(S, Q, s, K[4][s])
-        K[9][s] = 0
-        W[0][4] += 1.0  # re-scoring passes and candidates re-scored (the benchmark's counters)
-        W[0][5] += S[13][s]
     while used[s] > budget and used[s] > pinned_tok[s]:
+        if mode == GENERATIVE_AGENTS and K[9][s]:  # relevances stale since a new query
+            _rescore(S, Q, s, K[4][s])
+            K[9][s] = 0
+            W[0][4] += 1.0  # re-scoring passes and candidates re-scored (the benchmark's)
+            W[0][5] += S[13][s]
         _query_weights(mode, S, K, tree, s, t, W)
         excess = used[s] - budget
         freed = 0
