@@ -13,7 +13,7 @@ from pathlib import Path
 
 from memlens.datasets.archetypes import generate
 
-from memlens.trace_io import write_trace
+from memlens.trace.io import write_trace
 
 STREAMS = 4
 

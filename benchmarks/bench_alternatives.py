@@ -11,7 +11,7 @@ Workloads (seeded):
 * ``replay``: a classic Zipf trace (300,000 accesses over 20,000 keys of 1-63 tokens, first
   access = write), LRU with demand fetch at 30,000 tokens, compiled kernel and reference engine;
 * with a tree that reads format 1.1, the same two with half the needs turned into groups of
-  1-3 alternatives (``memlens.checker.with_alternatives``).
+  1-3 alternatives (``memlens.testing.with_alternatives``).
 
 Times are CPU seconds of this process (``time.process_time``), best of several runs: on a
 shared machine wall time mostly measures the neighbours.  The hit counts are the parity check.
@@ -28,9 +28,9 @@ import numpy as np
 from memlens.policies.lru import LRU
 
 import memlens
-from memlens.classic import classic_trace, zipf_keys
 from memlens.simulator import simulate
-from memlens.trace_io import load_trace, trace_from_events, write_trace
+from memlens.trace.classic import classic_trace, zipf_keys
+from memlens.trace.io import load_trace, trace_from_events, write_trace
 
 
 def best_cpu(fn, repeats: int):
@@ -65,7 +65,7 @@ def classic_events(tr) -> list[dict]:
 
 def alternatives(events: list[dict]) -> list[dict] | None:
     try:
-        from memlens.checker import with_alternatives
+        from memlens.testing import with_alternatives
     except ImportError:
         return None  # a tree without format 1.1
     return with_alternatives(events, np.random.default_rng(1))

@@ -3,7 +3,7 @@
     python benchmarks/bench_cache_corruption.py             # 300 corruptions per kind
     python benchmarks/bench_cache_corruption.py --n 30      # quick look
 
-A small generated trace (``memlens.generate``, archetype ``simple``, seed 5, 2 streams x 150
+A small generated trace (``memlens.trace.generate``, archetype ``simple``, seed 5, 2 streams x 150
 events) fills the three caches in a temporary folder: the parsed trace, the oracle bounds at
 budget 800, and TF-IDF embeddings (dim 16).  Each entry is then damaged ``--n`` times, a third
 each way: one byte XOR-ed with a random non-zero value at a random offset, truncation at a random
@@ -44,13 +44,13 @@ from pathlib import Path
 
 import numpy as np
 
-from memlens.config import DATA_DIR
-from memlens.embeddings import EmbeddingsConfig, embed_trace
-from memlens.generate import generate_simple
+from memlens.config.store import DATA_DIR
 from memlens.oracle import OracleSettings, clear_memo, solve
-from memlens.trace import Trace
-from memlens.trace_cache import entry_path, load_trace_cached
-from memlens.trace_io import load_trace, write_trace
+from memlens.retrieval.embeddings import EmbeddingsConfig, embed_trace
+from memlens.trace.cache import entry_path, load_trace_cached
+from memlens.trace.generate import generate_simple
+from memlens.trace.io import load_trace, write_trace
+from memlens.trace.model import Trace
 
 WARNING = "warning: discarded corrupt cache entry"
 HOW = ("flip", "truncate", "append")

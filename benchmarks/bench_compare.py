@@ -91,13 +91,13 @@ def measure(size: int, oracle: str, overrides: list[str], workdir: Path) -> dict
 
 
 def tracking_cost(runs: int, workdir: Path) -> dict:
-    """Seconds to record ``runs`` compare jobs as MLflow child runs (``memlens.sweep``'s way:
+    """Seconds to record ``runs`` compare jobs as MLflow child runs (``memlens.runs.sweep``'s way:
     create, log the report, end) in a fresh SQLite store: the tracking share of a compare.
     Run it with ``PYTHONPATH`` at another checkout's top level to time that checkout's
-    ``memlens.tracking``."""
-    import memlens.tracking as tracking
-    from memlens.config import run_settings
-    from memlens.pipeline import run
+    ``memlens.runs.tracking``."""
+    import memlens.runs.tracking as tracking
+    from memlens.config.compose import run_settings
+    from memlens.runs.pipeline import run
 
     db = workdir / f"tracking-{os.getpid()}.db"
     settings = run_settings(["policy=lru", "budget=1024", "oracle.enabled=false",
@@ -126,9 +126,9 @@ def tiers_cost(trace_path: str, budget: int = 1024) -> dict:
     a warm-up call that compiles), and whether their logs are equal."""
     import numpy as np
 
-    from memlens.config import run_settings
-    from memlens.pipeline import load_trace, replay
-    from memlens.tiers import replay_tiers, replay_tiers_reference
+    from memlens.config.compose import run_settings
+    from memlens.retrieval.tiers import replay_tiers, replay_tiers_reference
+    from memlens.runs.pipeline import load_trace, replay
 
     settings = run_settings([f"trace={trace_path}", "policy=lru", f"budget={budget}",
                              "oracle.enabled=false", "mlflow.enabled=false"])  # fmt: skip

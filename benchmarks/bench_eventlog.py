@@ -5,7 +5,7 @@
 
 For each policy, on one generated trace (``generate_simple``, 8 streams):
 
-* ``replay``: the replay alone (``memlens.pipeline.replay``, the value probe attached when the
+* ``replay``: the replay alone (``memlens.runs.pipeline.replay``, the value probe attached when the
   log is on), best of ``--repeats``;
 * ``log``: building ``events.parquet`` from the finished replay and writing it;
 * ``report``: writing ``report.html`` from it (DuckDB queries);
@@ -28,15 +28,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from memlens.atomic import write_text
-from memlens.config import compose_config
-from memlens.eventlog import write_event_log
-from memlens.generate import generate_simple
-from memlens.pipeline import analyze, replay
-from memlens.settings import resolve
-from memlens.static_report import write_static_report
-from memlens.trace_io import trace_from_events
-from memlens.writers import write_run
+from memlens._util.atomic import write_text
+from memlens.analyze.eventlog import write_event_log
+from memlens.config.compose import compose_config
+from memlens.config.schema import resolve
+from memlens.present.static_report import write_static_report
+from memlens.runs.pipeline import analyze, replay
+from memlens.runs.writers import write_run
+from memlens.trace.generate import generate_simple
+from memlens.trace.io import trace_from_events
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -27,7 +27,7 @@ from pathlib import Path
 CHILD = r"""
 import json, os, sys, time
 from memlens.datasets.archetypes import GENERATORS
-from memlens.trace_io import write_trace
+from memlens.trace.io import write_trace
 name, n, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 per = GENERATORS[name]().events_per_stream  # default episode length; n events = streams x per
 knobs = GENERATORS[name](seed=0, streams=max(1, n // per))
@@ -79,7 +79,7 @@ def main() -> None:
     table = "\n".join([header, *lines])
     print(table)
     if args.out:
-        from memlens.atomic import write_text
+        from memlens._util.atomic import write_text
 
         cmd = " ".join(["python", "benchmarks/bench_generate.py", *sys.argv[1:]])
         text = (
@@ -88,7 +88,7 @@ def main() -> None:
             f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}  \n"
             "Each case is a fresh process (peak RSS = its VmHWM) writing a gzip trace (level 9, "
-            "`memlens.trace_io.write_trace`) with seed 0 and default knobs.\n\n"
+            "`memlens.trace.io.write_trace`) with seed 0 and default knobs.\n\n"
             f"{table}\n"
         )
         write_text(Path(args.out), text)

@@ -45,7 +45,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from memlens.processes import Process
+from memlens._util.processes import Process
 
 MEMLENS = shutil.which("memlens") or str(Path(sys.executable).parent / "memlens")
 SLOW_POLICY = '''

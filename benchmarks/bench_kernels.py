@@ -27,11 +27,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from agent_traces import agent_trace_path  # noqa: E402
 
-from memlens.atomic import write_text  # noqa: E402
-from memlens.config import make_policy, registered_policies  # noqa: E402
+from memlens._util.atomic import write_text  # noqa: E402
+from memlens.config.compose import make_policy  # noqa: E402
+from memlens.config.store import registered_policies  # noqa: E402
 from memlens.policy import kernel_of  # noqa: E402
 from memlens.simulator import simulate  # noqa: E402
-from memlens.trace_io import load_trace  # noqa: E402
+from memlens.trace.io import load_trace  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 BUDGETS = [1024, 4096, 16384, 65536]

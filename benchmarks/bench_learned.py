@@ -32,11 +32,11 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_policies import bench_trace, make_policy  # noqa: E402
 
-from memlens.atomic import write_text  # noqa: E402
-from memlens.decision_features import N_FEATURES  # noqa: E402
-from memlens.learned_model import ValueScorer, load_model  # noqa: E402
+from memlens._util.atomic import write_text  # noqa: E402
+from memlens.learn.train import ModelParams  # noqa: E402
+from memlens.scorer.decision_features import N_FEATURES  # noqa: E402
+from memlens.scorer.model import ValueScorer, load_model  # noqa: E402
 from memlens.simulator import simulate  # noqa: E402
-from memlens.train import ModelParams  # noqa: E402
 
 BUDGETS = (1024, 4096)
 REQUIRED_EVENTS_S = 100_000
@@ -123,7 +123,7 @@ def training_section(rows: int) -> list[str]:
     print(f"training on {rows:,} rows: {fit_s:.1f} s wall ({fit_cpu:.1f} CPU-s)", flush=True)
     _, goss_s, goss_cpu = fit_timed(X, y, sampling="goss")
     print(f"  with model.sampling=goss: {goss_s:.1f} s wall ({goss_cpu:.1f} CPU-s)", flush=True)
-    from memlens.learned_model import CompiledForest
+    from memlens.scorer.model import CompiledForest
 
     forest = CompiledForest.from_dump(est.booster_.dump_model())
     forest.raw(X[:10])  # compile

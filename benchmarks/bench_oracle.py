@@ -3,7 +3,7 @@
     python benchmarks/bench_oracle.py                 # full (a few minutes; writes results)
     python benchmarks/bench_oracle.py --sizes 10000   # quick look, nothing written
 
-1. Scaling: one generated agent stream (``memlens.generate``, archetype ``simple``) cut to about
+1. Scaling: one generated agent stream (``memlens.trace.generate``, archetype ``simple``) cut to about
    10k / 50k / 100k / 200k needed references, budget 2048 tokens, both demand-fetch settings.
    Reported: keep-intervals, model build, LP (HiGHS) and rounding times, the whole
    ``memlens.oracle.solve`` (LP + rounding + the two reference-simulator replays behind
@@ -26,15 +26,15 @@ import numpy as np
 import scipy
 from memlens.policies.lru import LRU
 
-from memlens.atomic import write_text
-from memlens.config import DATA_DIR
-from memlens.generate import generate_simple
+from memlens._util.atomic import write_text
+from memlens.config.store import DATA_DIR
 from memlens.oracle import OracleSettings, solve
 from memlens.oracle.bounds import lp_upper, relaxed_upper
 from memlens.oracle.model import build_model
 from memlens.oracle.rounding import round_schedule
 from memlens.simulator import simulate
-from memlens.trace_io import load_trace, trace_from_events
+from memlens.trace.generate import generate_simple
+from memlens.trace.io import load_trace, trace_from_events
 
 RESULTS = Path(__file__).parent / "results"
 NOCACHE = OracleSettings(cache=False, lp_max_references=10**9)

@@ -28,10 +28,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from agent_traces import agent_trace_path  # noqa: E402
 from bench_oracle import stream_with_refs  # noqa: E402
 
-from memlens.atomic import write_text  # noqa: E402
+from memlens._util.atomic import write_text  # noqa: E402
 from memlens.oracle import OracleSettings, solve  # noqa: E402
 from memlens.oracle.solve import clear_memo  # noqa: E402
-from memlens.trace_io import load_trace  # noqa: E402
+from memlens.trace.io import load_trace  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 HEAD = ("| trace | references | budget | method | cut rounds | processes | solve s | "

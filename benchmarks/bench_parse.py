@@ -8,8 +8,8 @@ cores), events per second and the process's peak RSS (``ru_maxrss``, the interpr
 imports included):
 
 * ``exact``: ``trace_io.load_trace_exact`` (the line-by-line ``_Builder``, the old path);
-* ``bulk``: ``trace_io.load_trace`` as every command calls it (``memlens.fast_parse``: the
-  compiled scanner, ``memlens.json_scan``, reads every block; the run fails if it fell back to
+* ``bulk``: ``trace_io.load_trace`` as every command calls it (``memlens.trace.bulk.parse``: the
+  compiled scanner, ``memlens.trace.bulk.scan``, reads every block; the run fails if it fell back to
   the exact parser), checked to give the exact parser's hash.  The numba cache is warm and the
   compiled functions are loaded before the clock starts (like the imports); the time that
   loading takes in a fresh process (numba's own start-up, once per process, shared with the
@@ -54,8 +54,9 @@ def child(mode: str, path: str) -> None:
     import orjson
     import pyarrow.json as pj
 
-    from memlens import fast_parse, trace_io
-    from memlens.trace_lines import open_trace
+    from memlens.trace import io as trace_io
+    from memlens.trace.bulk import parse as fast_parse
+    from memlens.trace.lines import open_trace
 
     out: dict = {}
     if mode in ("bulk", "bulk-msgspec", "bulk-orjson"):
@@ -93,7 +94,7 @@ def load_compiled() -> float:
     trace; the seconds it took."""
     import tempfile
 
-    from memlens import fast_parse
+    from memlens.trace.bulk import parse as fast_parse
 
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -107,7 +108,7 @@ def load_compiled() -> float:
 def decode_only(fh, loads) -> int:
     """Events decoded by ``loads`` (orjson's, line by line) or, if None, by msgspec into the bulk
     parser's typed events (a block at a time), header excluded: a floor for the decoding."""
-    from memlens.fast_parse import _DECODER
+    from memlens.trace.bulk.parse import _DECODER
 
     fh.readline()  # the header
     n, tail = 0, b""
@@ -209,7 +210,7 @@ def main() -> None:
         f"Trace: `memlens data generate archetype=agent streams=4 "
         f"events_per_stream={args.events // 4}` ({args.events:,} events; header excluded from "
         "the counts).  `exact` = `load_trace_exact` (the line-by-line parser), `bulk` = "
-        "`load_trace` (`memlens.fast_parse`: the compiled scanner `memlens.json_scan` reads "
+        "`load_trace` (`memlens.trace.bulk.parse`: the compiled scanner `memlens.trace.bulk.scan` reads "
         "every block; same hash checked; numba cache warm, the compiled functions loaded "
         "before the clock like the imports, that loading's time in a fresh process given "
         "apart), `bulk-cold` = the same, once, with an empty numba cache (the first load "

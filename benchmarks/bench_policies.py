@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_policies.py [--events 1000000] [--repeat 3]
 
-* The trace: ``memlens.generate.generate_simple(seed=1, streams=8, events_per_stream=E/8)``,
+* The trace: ``memlens.trace.generate.generate_simple(seed=1, streams=8, events_per_stream=E/8)``,
   written once as JSONL.gz in ``.memlens-cache/`` (keyed by the generator arguments) and
   loaded through the safe parsed-trace cache.
 * Speed: events per second of ``simulate(..., engine="reference")``, best of ``--repeat`` runs
@@ -28,8 +28,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from memlens.atomic import write_text  # noqa: E402
-from memlens.config import CONF_DIR  # noqa: E402
+from memlens._util.atomic import write_text  # noqa: E402
+from memlens.config.store import CONF_DIR  # noqa: E402
 from memlens.simulator import MoveKind, simulate  # noqa: E402
 
 POLICIES = [
@@ -50,9 +50,9 @@ SCALING_BUDGETS = (1024, 4096, 16384, 65536, 262144, 1048576)
 def bench_trace(events: int):
     """The benchmark trace, written once as JSONL under ``.memlens-cache/`` and loaded through
     the parsed-trace cache (numbers and JSON only: nothing in a cache can execute code)."""
-    from memlens.generate import generate_simple
-    from memlens.trace_cache import load_trace_cached
-    from memlens.trace_io import write_trace
+    from memlens.trace.cache import load_trace_cached
+    from memlens.trace.generate import generate_simple
+    from memlens.trace.io import write_trace
 
     args = {"seed": 1, "streams": 8, "events_per_stream": events // 8}
     key = hashlib.sha256(repr(sorted(args.items())).encode()).hexdigest()[:12]
@@ -114,7 +114,7 @@ def prepare(trace) -> tuple[float, float]:
     on content features and on TF-IDF vectors."""
     from memlens.policies.generative_agents import tfidf_rows
 
-    from memlens.features import content_features
+    from memlens.trace.features import content_features
 
     t0 = time.perf_counter()
     content_features(trace)

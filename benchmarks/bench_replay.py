@@ -10,7 +10,7 @@ Two workloads, both 1,000,000 events:
   sequence goes through cachetools' LRUCache (a Python loop) and libCacheSim's LRU (its C loop
   over a plain-text trace).  Universes of 10,000 and 1,000,000 objects with the budget at 10%
   of the universe show whether the cost per event grows with the number of items held.
-* a generated agent trace (``memlens.generate``: 8 streams, all event kinds, pins).
+* a generated agent trace (``memlens.trace.generate``: 8 streams, all event kinds, pins).
 
 Every engine's hit count is printed next to its speed: equal counts are the parity check.
 Events/s = events / wall time of the replay alone (trace conversion excluded), best of 3.
@@ -29,12 +29,12 @@ import numpy as np
 from memlens.policies.lru import LRU
 from memlens.policies.window import SlidingWindow
 
-from memlens.atomic import write_text
-from memlens.classic import classic_trace, zipf_keys
-from memlens.generate import generate_simple
-from memlens.metrics import compute_metrics
+from memlens._util.atomic import write_text
+from memlens.analyze.metrics import compute_metrics
 from memlens.simulator import simulate
-from memlens.trace_io import trace_from_events
+from memlens.trace.classic import classic_trace, zipf_keys
+from memlens.trace.generate import generate_simple
+from memlens.trace.io import trace_from_events
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from memlens.atomic import write_text
+from memlens._util.atomic import write_text
 from memlens.retrieval.index import LongTermIndex, Prefilter
 
 RESULTS = Path(__file__).resolve().parent / "results" / "retrieval.md"
@@ -88,12 +88,12 @@ def replay_numbers() -> tuple[float, str]:
     """Reference loop events/s with retrieval off, and retrieval latency on the bundled trace."""
     from memlens.policies.lru import LRU
 
-    from memlens.config import data_path
-    from memlens.generate import generate_simple
+    from memlens.config.store import data_path
     from memlens.retrieval.config import RetrievalConfig
     from memlens.simulator import simulate
-    from memlens.trace_cache import load_trace_cached
-    from memlens.trace_io import trace_from_events
+    from memlens.trace.cache import load_trace_cached
+    from memlens.trace.generate import generate_simple
+    from memlens.trace.io import trace_from_events
 
     tr = trace_from_events(generate_simple(seed=1, streams=8, events_per_stream=125_000))
     best = 0.0
@@ -120,8 +120,8 @@ TRACES = (
 
 def bundled_traces():
     """(name, trace) for each bundled trace that exists."""
-    from memlens.config import data_path
-    from memlens.trace_cache import load_trace_cached
+    from memlens.config.store import data_path
+    from memlens.trace.cache import load_trace_cached
 
     for rel in TRACES:
         path = data_path(rel)
@@ -134,12 +134,12 @@ def replay_metrics(trace, policy: str, wm_budget: int, retrieval, embeddings=Non
     """``overall`` and ``timing`` of the run ``memlens simulate`` does for the registered
     ``policy`` (default parameters) with these typed settings; tiers, embeddings and compression
     at their defaults unless given, seed 0, no oracle (not measured here, and slow)."""
-    from memlens import pipeline
-    from memlens.compression import CompressionConfig
-    from memlens.config import policy_targets
-    from memlens.embeddings import EmbeddingsConfig
+    from memlens.config.schema import RunConfig
+    from memlens.config.store import policy_targets
     from memlens.oracle.solve import OracleSettings
-    from memlens.settings import RunConfig
+    from memlens.retrieval.compression import CompressionConfig
+    from memlens.retrieval.embeddings import EmbeddingsConfig
+    from memlens.runs import pipeline
 
     settings = RunConfig(
         policy={"_target_": policy_targets()[policy]},
@@ -192,8 +192,8 @@ SWEEP = ((64, 8, 0.2, 0.2), (64, 8, 0.0, 0.0), (64, 32, 0.0, 0.0), (256, 8, 0.2,
 
 def sweep_table(wm_budget: int, ret_budget: int) -> list[str]:
     """How embedding dimension, k and the rerank weights move context recall (LRU)."""
-    from memlens.embeddings import EmbeddingsConfig
     from memlens.retrieval.config import RerankConfig, RetrievalConfig
+    from memlens.retrieval.embeddings import EmbeddingsConfig
 
     lines = [
         f"LRU, working-memory budget {wm_budget}, retrieval budget {ret_budget}; recall / "
@@ -220,7 +220,7 @@ def variants(ret_budget: int) -> list[tuple]:
     """(label, retrieval settings, compression settings): one change from the defaults each."""
     from dataclasses import replace
 
-    from memlens.compression import CompressionConfig as Comp
+    from memlens.retrieval.compression import CompressionConfig as Comp
     from memlens.retrieval.config import FilterConfig, QueryConfig, RetrievalConfig
 
     on, full = RetrievalConfig(enabled=True, budget=ret_budget), Comp()

@@ -11,7 +11,7 @@ per budget: the whole ``simulate`` call (argument arrays, per-trace preparation,
 compiled loop alone (``SimResult.wall_s``); best of ``--repeat``, after a warm-up replay.  Also
 the mean items held at a request, the number of evictions, the tree nodes a victim choice
 visits (mean over the replay: the branch and bound's cost, ``scantree.tree_argmin`` counts
-them; for Generative Agents, which scans, the candidates scored), and, for comparison, the LRU kernel (``memlens.fastpath``) on the same trace at the
+them; for Generative Agents, which scans, the candidates scored), and, for comparison, the LRU kernel (``memlens.kernels.queues``) on the same trace at the
 same budgets.  Wall clock on a shared machine:
 the load average is printed.
 """
@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agent_traces import agent_trace_path  # noqa: E402
 
-from memlens.config import make_policy  # noqa: E402
+from memlens.config.compose import make_policy
 from memlens.simulator import simulate  # noqa: E402
-from memlens.trace_io import load_trace  # noqa: E402
+from memlens.trace.io import load_trace  # noqa: E402
 
 BUDGETS = [1024, 4096, 16384, 65536]
 POLICIES = ["memorybank", "memoryos_heat", "generative_agents", "lru"]

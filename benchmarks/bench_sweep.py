@@ -1,4 +1,4 @@
-"""Sweep wall time: serial vs every core (memlens.sweep), and a 1,000-job sweep on Ray.
+"""Sweep wall time: serial vs every core (memlens.runs.sweep), and a 1,000-job sweep on Ray.
 
     python benchmarks/bench_sweep.py local        # 100 jobs on LoCoMo: n_jobs=1 vs n_jobs=2
     python benchmarks/bench_sweep.py ray          # 1,000 tiny jobs: compare backend=ray against
@@ -6,7 +6,7 @@
     python benchmarks/bench_sweep.py hydra-ray --budgets 4 --seeds 2   # simulate -m, Ray launcher
 
 ``local``: LoCoMo (locomo10-end, 10 conversations, 7,864 events) x 5 policies x 5 budgets x 4
-seeds = 100 jobs, the exact path ``memlens compare`` takes (``memlens.sweep.execute``), resume
+seeds = 100 jobs, the exact path ``memlens compare`` takes (``memlens.runs.sweep.execute``), resume
 off, MLflow off, once with one process and once with two workers; the results of both must be
 equal (timings aside), which the script checks.  The oracle bounds of the five budgets are
 solved (and cached) before either timed run, so neither pays for them.
@@ -47,11 +47,11 @@ def local_jobs():
     """The 100 jobs (policies x budgets x seeds on LoCoMo) and the settings of the first seed."""
     from dataclasses import replace
 
-    from memlens.commands import compare_jobs
-    from memlens.config import compose_config
-    from memlens.pipeline import load_trace
-    from memlens.settings import resolve
-    from memlens.sweep import Job, plan
+    from memlens.cli.replay import compare_jobs
+    from memlens.config.compose import compose_config
+    from memlens.config.schema import resolve
+    from memlens.runs.pipeline import load_trace
+    from memlens.runs.sweep import Job, plan
 
     jobs, settings = [], None
     for seed in SEEDS:
@@ -69,12 +69,12 @@ def local_jobs():
 def run_local() -> None:
     from dataclasses import replace
 
-    from memlens.registry import declared
-    from memlens.sweep import execute
+    from memlens.analyze.registry import declared
+    from memlens.runs.sweep import execute
 
     jobs, settings, n_events = local_jobs()
     from memlens.oracle.solve import solve
-    from memlens.trace_cache import load_trace_cached
+    from memlens.trace.cache import load_trace_cached
 
     trace = load_trace_cached(LOCOMO)
     for budget in BUDGETS:  # both timed runs find the oracle bounds cached (neither pays for them)

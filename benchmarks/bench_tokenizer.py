@@ -17,8 +17,8 @@ import numpy as np
 from memlens.datasets.convert_locomo import convert_locomo
 from memlens.datasets.convert_taubench import convert_taubench
 
-from memlens.config import DATA_DIR
-from memlens.tokenizer import approx_tokens, get_tokenizer
+from memlens.config.store import DATA_DIR
+from memlens.trace.tokenizer import approx_tokens, get_tokenizer
 
 
 def texts() -> dict[str, list[str]]:
@@ -61,7 +61,7 @@ def main() -> None:
     )
     print(table)
     if args.out:
-        from memlens.atomic import write_text
+        from memlens._util.atomic import write_text
 
         write_text(
             args.out,

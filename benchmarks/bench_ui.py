@@ -28,9 +28,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-from memlens.atomic import write_text
-from memlens.generate import generate_simple
-from memlens.trace_io import write_trace
+from memlens._util.atomic import write_text
+from memlens.trace.generate import generate_simple
+from memlens.trace.io import write_trace
 from memlens.ui.sample import write_run_folder
 from memlens.ui.server import UiConfig, running
 

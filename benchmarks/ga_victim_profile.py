@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from agent_traces import agent_trace_path  # noqa: E402
 
 from memlens.simulator import simulate  # noqa: E402
-from memlens.trace_io import load_trace  # noqa: E402
+from memlens.trace.io import load_trace  # noqa: E402
 
 
 def normalised(x: np.ndarray) -> np.ndarray:

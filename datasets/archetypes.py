@@ -37,7 +37,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from memlens.generate import (
+from memlens.trace.generate import (
     AT_LEAST_0,
     AT_LEAST_1,
     SHARE,

@@ -25,8 +25,8 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from memlens.tokenizer import get_tokenizer
-from memlens.trace import ITEM_TYPES
+from memlens.trace.model import ITEM_TYPES
+from memlens.trace.tokenizer import get_tokenizer
 
 from .sources import SourceError, load_json_list, need, sha256_file
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memlens.tokenizer import get_tokenizer
+from memlens.trace.tokenizer import get_tokenizer
 
 from .needs_derivation import PICKS, NeedsSettings, argument_values, token_pattern
 from .openai_import import Conversation, Roles, build_events, header_of, read_messages

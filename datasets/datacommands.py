@@ -1,7 +1,7 @@
 """Typed settings and bodies of ``memlens data generate | convert | stats``.
 
 Each command's settings are a dataclass (registered in Hydra's ConfigStore by
-``memlens.datacli``), so Hydra checks names and types when it composes the command line; the
+``memlens.cli.data``), so Hydra checks names and types when it composes the command line; the
 bodies here take the resolved dataclass and return what to print.  Every setting carries a
 one-line meaning (field metadata ``help``), which ``--help`` lists.
 
@@ -14,7 +14,7 @@ one-line meaning (field metadata ``help``), which ``--help`` lists.
 Conversion is all-or-nothing: the converter builds every event in memory (the sources are a few
 MB), the events are validated exactly as ``load_trace`` would validate the file, and only then
 is the trace written, atomically.  Any problem with the source is a :class:`SourceError` naming
-file and field; ``memlens.datacli`` reports it as one ``error:`` line with exit code 2.
+file and field; ``memlens.cli.data`` reports it as one ``error:`` line with exit code 2.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from typing import ClassVar
 
 from omegaconf import MISSING
 
-from memlens.generate import GeneratorKnobs, check_knobs, knob
-from memlens.trace import ITEM_TYPES
-from memlens.trace_io import FORMAT_VERSION, load_trace, trace_from_events, write_trace
+from memlens.trace.generate import GeneratorKnobs, check_knobs, knob
+from memlens.trace.io import load_trace, trace_from_events, write_trace
+from memlens.trace.limits import FORMAT_VERSION
+from memlens.trace.model import ITEM_TYPES
 
 from .archetypes import GENERATORS
 from .convert_locomo import PLACEMENTS, convert_locomo

@@ -14,7 +14,7 @@ method can be measured against human evidence (``experiments/derivation.py`` on 
 ``overlap``    the step's salient terms (identifiers, numbers, capitalised names, rare words)
                found in earlier items; an item sharing at least ``overlap_min_terms`` of them is
                a need, the ``overlap_top_k`` best by summed inverse document frequency.
-``embedding``  the offline TF-IDF/SVD embedder of ``memlens.embeddings``: earlier items whose
+``embedding``  the offline TF-IDF/SVD embedder of ``memlens.retrieval.embeddings``: earlier items whose
                cosine similarity to the step is at least ``embedding_threshold``, the
                ``embedding_top_k`` most similar.
 ``union``      every need any of the three methods derives.
@@ -264,7 +264,7 @@ def overlap_needs(
 # -------------------------------------------------------------------------- embedding
 def embed_texts(texts: list[str], dim: int):
     """L2-normalised vectors of ``texts``: with ``dim`` 0 the exact (sparse) TF-IDF space of
-    the offline embedder of ``memlens.embeddings`` (same tokens, sublinear term frequency),
+    the offline embedder of ``memlens.retrieval.embeddings`` (same tokens, sublinear term frequency),
     otherwise that embedder's TF-IDF/SVD reduction to ``dim`` dimensions (seed 0)."""
     if dim == 0:
         from sklearn.feature_extraction.text import TfidfVectorizer
@@ -275,7 +275,7 @@ def embed_texts(texts: list[str], dim: int):
             )
         except ValueError:  # no words at all
             return np.zeros((len(texts), 1), dtype=np.float32)
-    from memlens.embeddings import EmbeddingsConfig, _normalise, _sklearn_vectors
+    from memlens.retrieval.embeddings import EmbeddingsConfig, _normalise, _sklearn_vectors
 
     return _normalise(_sklearn_vectors(texts, EmbeddingsConfig(kind="tfidf", dim=dim), 0))
 

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import orjson
 
-from memlens.tokenizer import get_tokenizer
-from memlens.trace import ITEM_TYPES
+from memlens.trace.model import ITEM_TYPES
+from memlens.trace.tokenizer import get_tokenizer
 
 from .needs_derivation import Deriver, Earlier, NeedsSettings, Step
 from .sources import SourceError, need, sha256_file
@@ -45,7 +45,7 @@ def _role(default, meaning: str):
 
 @dataclass
 class Roles:
-    """Item type of each kind of message (every value one of ``memlens.trace.ITEM_TYPES``)."""
+    """Item type of each kind of message (every value one of ``memlens.trace.model.ITEM_TYPES``)."""
 
     system: str = _role("agent_state", "item type of system messages")
     user: str = _role("user_input", "item type of user messages")

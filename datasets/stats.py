@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from memlens.trace import ANNOTATE, EVENT_KINDS, ITEM_TYPES, PIN, REQUEST, UNPIN, WRITE, Trace
+from memlens.trace.model import ANNOTATE, EVENT_KINDS, ITEM_TYPES, PIN, REQUEST, UNPIN, WRITE, Trace
 
 PERCENTILES = (10, 25, 50, 75, 90, 95, 99)
 BUDGETS = (512, 1024, 2048, 4096, 8192)

@@ -19,7 +19,7 @@ The rule scorer (policies/rule.py) values an item by six dimensions; "removed" m
 
 Each variant replays exactly as ``memlens simulate policy=rule <overrides>`` (reference engine,
 demand fetch off, seed 0).  The difference to the full scorer is paired over the same streams
-(``memlens.stats.difference``, 2000 resamples, seed 0); ``*``: the interval excludes 0; fewer
+(``memlens.analyze.stats.difference``, 2000 resamples, seed 0); ``*``: the interval excludes 0; fewer
 than 5 streams: no interval (``[n<5]``).  Outputs: results/ablation.{png,pdf,md,tex}.
 """
 
@@ -32,12 +32,13 @@ import numpy as np
 from common import RESULTS, save_figure, write_tables
 from memlens.policies.rule import RuleScorer
 
-from memlens.config import DATA_DIR, make_policy
-from memlens.features import DEFAULT_TYPE_BASE
+from memlens.analyze.stats import StatsConfig, difference
+from memlens.config.compose import make_policy
+from memlens.config.store import DATA_DIR
 from memlens.simulator import simulate
-from memlens.stats import StatsConfig, difference
-from memlens.trace import ITEM_TYPES
-from memlens.trace_cache import load_trace_cached
+from memlens.trace.cache import load_trace_cached
+from memlens.trace.features import DEFAULT_TYPE_BASE
+from memlens.trace.model import ITEM_TYPES
 
 TRACES = ["default/agent-small.jsonl.gz", "locomo/locomo10-end.jsonl.gz",
           "locomo/locomo10-after_evidence.jsonl.gz", "taubench/airline.jsonl.gz"]  # fmt: skip
@@ -67,8 +68,8 @@ def policy(name: str):
     rule = make_policy("rule", ABLATIONS[name])
     if name != "pins":
         return rule
-    from memlens.config import policy_config
-    from memlens.settings import policy_kwargs
+    from memlens.config.compose import policy_config
+    from memlens.config.schema import policy_kwargs
 
     return RuleWithoutPersonWord(**policy_kwargs(policy_config("rule"))[1])
 
@@ -81,7 +82,7 @@ def without_person(path: Path):
     import gzip
     import json
 
-    from memlens.trace_io import trace_from_events
+    from memlens.trace.io import trace_from_events
 
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as fh:

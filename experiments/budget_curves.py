@@ -5,7 +5,7 @@ band (oracle_lower..oracle_upper) and 95% bootstrap intervals over streams.
     .venv/bin/python experiments/budget_curves.py --quick   # two traces, three policies
 
 The sweep is ``memlens compare experiment=figures`` (conf/experiment/figures.yaml: the four
-bundled traces, budgets 256-4096, every registered policy), run through ``memlens.sweep``: on
+bundled traces, budgets 256-4096, every registered policy), run through ``memlens.runs.sweep``: on
 every core, resumable (a rerun skips finished jobs), one MLflow parent run with a child per job
 in the experiment ``memlens-figures``.  ``oracle_lower`` comes from each job's oracle section;
 regret = oracle_upper - hit_rate.  Outputs: results/budget_curves.{png,pdf,md,tex,json}.

@@ -34,9 +34,9 @@ from memlens.datasets.archetypes import ARCHETYPES, generate
 from memlens.datasets.convert_taubench import convert_taubench
 from memlens.datasets.stats import compare_profiles, reuse_profile
 
-from memlens.atomic import write_json, write_text
-from memlens.config import DATA_DIR
-from memlens.trace_io import trace_from_events
+from memlens._util.atomic import write_json, write_text
+from memlens.config.store import DATA_DIR
+from memlens.trace.io import trace_from_events
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SOURCE = DATA_DIR / "taubench" / "gpt-4o-airline.json"

@@ -19,7 +19,7 @@ def commit() -> str:
     """The git commit the numbers came from (``+dirty`` when the tree had edits)."""
     import subprocess
 
-    from memlens.report import git_commit
+    from memlens.analyze.report import git_commit
 
     head = git_commit() or "unknown"
     try:
@@ -41,8 +41,8 @@ def stamp() -> str:
 
 def compare_settings(overrides: Sequence[str]):
     """``memlens compare <overrides>`` as typed settings (the experiment's sweep)."""
-    from memlens.config import compose_config
-    from memlens.settings import register_configs, resolve
+    from memlens.config.compose import compose_config
+    from memlens.config.schema import register_configs, resolve
 
     register_configs()
     store = []  # the repository's store wherever the command is started from (the notebook's)
@@ -53,12 +53,12 @@ def compare_settings(overrides: Sequence[str]):
 
 
 def run_sweep(settings):
-    """Every job of ``settings`` through ``memlens.sweep`` (every core, resumable, tracked in
+    """Every job of ``settings`` through ``memlens.runs.sweep`` (every core, resumable, tracked in
     MLflow as one parent run and a child per job, like ``memlens compare``)."""
-    from memlens.commands import compare_jobs
-    from memlens.pipeline import load_trace
-    from memlens.sweep import execute, new_sweep_id, parent_tags, plan
-    from memlens.tracking import log_run, mlflow_run
+    from memlens.cli.replay import compare_jobs
+    from memlens.runs.pipeline import load_trace
+    from memlens.runs.sweep import execute, new_sweep_id, parent_tags, plan
+    from memlens.runs.tracking import log_run, mlflow_run
 
     paths = settings.traces or [settings.trace]
     traces = {p: load_trace(settings, p) for p in paths}

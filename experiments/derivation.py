@@ -12,7 +12,7 @@
    ``args`` makes groups, and LoCoMo has no tool calls, so it derives nothing here).  Then
    every registered policy replays the human trace and each derived trace (questions with no
    derived need dropped) at budgets 1024 and 2048, and the rankings by hit rate are compared
-   (``memlens.stability``: Kendall's tau-b with ``scipy.stats.kendalltau``, and the pairs that
+   (``memlens.analyze.stability``: Kendall's tau-b with ``scipy.stats.kendalltau``, and the pairs that
    flip).  Both placements: ``end`` (the benchmark's protocol; a fair test of derivation) and
    ``after_evidence`` (each question placed after its latest evidence session, so the log
    itself leaks where the evidence is: read its precision with that in mind).
@@ -32,11 +32,12 @@ from memlens.datasets.convert_locomo import convert_locomo
 from memlens.datasets.convert_taubench import convert_taubench
 from memlens.datasets.needs_derivation import METHODS, Deriver, Earlier, NeedsSettings, Step
 
-from memlens.atomic import write_text
-from memlens.config import DATA_DIR, registered_policies, run_settings
-from memlens.pipeline import load_trace, run
-from memlens.stability import agreement
-from memlens.trace_io import write_trace
+from memlens._util.atomic import write_text
+from memlens.analyze.stability import agreement
+from memlens.config.compose import run_settings
+from memlens.config.store import DATA_DIR, registered_policies
+from memlens.runs.pipeline import load_trace, run
+from memlens.trace.io import write_trace
 
 RESULTS = Path(__file__).resolve().parent / "results"
 LOCOMO = DATA_DIR / "locomo" / "locomo10.json"

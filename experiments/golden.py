@@ -21,9 +21,10 @@ import json
 import sys
 from pathlib import Path
 
-from memlens.atomic import write_json, write_text
-from memlens.config import DATA_DIR, registered_policies, run_settings
-from memlens.pipeline import load_trace, run
+from memlens._util.atomic import write_json, write_text
+from memlens.config.compose import run_settings
+from memlens.config.store import DATA_DIR, registered_policies
+from memlens.runs.pipeline import load_trace, run
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TRACES = (

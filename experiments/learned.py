@@ -5,11 +5,11 @@ kinds compared, and the learning curve against feedback.
     .venv/bin/python experiments/learned.py --quick    # the table only, tau-bench split
 
 For each split in ``conf/split/`` (taubench, locomo, archetypes, cross) a model is trained on
-its training streams exactly as ``memlens train split=NAME`` does (``memlens.train.train``,
+its training streams exactly as ``memlens train split=NAME`` does (``memlens.learn.train.train``,
 the defaults of ``conf/train.yaml``), then every test trace is replayed at budgets 512-4096
 with ``policy=learned`` (that model), ``rule``, ``lru`` and every other registered online
 policy; ``oracle_upper`` comes from ``memlens.oracle.solve``.  Only the test streams count.
-Paired differences are the verdicts' bootstrap over streams (``memlens.stats.difference``,
+Paired differences are the verdicts' bootstrap over streams (``memlens.analyze.stats.difference``,
 the default ``stats`` settings); "gap closed" is (learned - LRU) / (oracle_upper - LRU).
 
 Outputs: ``results/learned.md`` (tables), ``results/learned.json`` (every number),
@@ -27,15 +27,16 @@ from pathlib import Path
 import numpy as np
 from memlens.policies.learned import LearnedScorer
 
-from memlens.atomic import write_json, write_text
-from memlens.config import compose_config, make_policy, registered_policies
-from memlens.learned_model import LearnedModel, save_model
+from memlens._util.atomic import write_json, write_text
+from memlens.analyze.report import git_commit
+from memlens.analyze.stats import StatsConfig, difference
+from memlens.config.compose import compose_config, make_policy
+from memlens.config.schema import resolve
+from memlens.config.store import registered_policies
+from memlens.learn.train import TrainConfig, as_model, load_selection, train
 from memlens.oracle import solve
-from memlens.report import git_commit
-from memlens.settings import resolve
+from memlens.scorer.model import LearnedModel, save_model
 from memlens.simulator import simulate
-from memlens.stats import StatsConfig, difference
-from memlens.train import TrainConfig, as_model, load_selection, train
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "experiments" / "results"

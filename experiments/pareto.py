@@ -7,7 +7,7 @@ sent) against request_success, every policy at every budget of conf/experiment/f
 A point is on the front when no other deployable point is at most as expensive and at least as
 successful (and better on one).  The oracle reads the future: it is drawn (a bound) but is not
 a candidate for the front.  Same sweep as experiments/budget_curves.py, so after that one every
-job is skipped (memlens.resume).  Outputs: results/pareto.{png,pdf,md,tex}.
+job is skipped (memlens.runs.resume).  Outputs: results/pareto.{png,pdf,md,tex}.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
     .venv/bin/python experiments/scaling.py                       # 10k, 100k, 1M events
     .venv/bin/python experiments/scaling.py --sizes 10000 100000 1000000 3000000
 
-Traces are generated (``memlens.generate``, archetype ``simple``, 8 streams, seed 0) at each
+Traces are generated (``memlens.trace.generate``, archetype ``simple``, 8 streams, seed 0) at each
 size, held in memory as columnar traces, and replayed at budget 2048 (demand fetch off):
 
 * throughput, events/s of the replay alone (best of ``--repeat``, after a warm-up
@@ -31,11 +31,11 @@ from pathlib import Path
 
 from common import RESULTS, commit, save_figure, write_tables
 
-from memlens.config import make_policy
-from memlens.generate import generate_simple
+from memlens.config.compose import make_policy
 from memlens.oracle.solve import OracleSettings, solve
 from memlens.simulator import simulate
-from memlens.trace_io import trace_from_events
+from memlens.trace.generate import generate_simple
+from memlens.trace.io import trace_from_events
 
 ENGINES = [("lru", "fast"), ("lru", "reference"), ("rule", "reference")]
 BUDGET = 2048

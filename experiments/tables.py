@@ -15,9 +15,9 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from memlens.registry import declared
-from memlens.stats import Interval
-from memlens.table import interval_cell
+from memlens.analyze.registry import declared
+from memlens.analyze.stats import Interval
+from memlens.present.table import interval_cell
 
 TABLE_METRICS = ["hit_rate", "regret", "mean_context_tokens", "cost_usd", "false_eviction_rate"]
 

@@ -1,3 +1,3 @@
-from memlens.cli import main
+from memlens.cli.main import main
 
 main()

@@ -32,20 +32,9 @@ import numpy as np
 
 from memlens.policy import Policy, PolicyContext, PolicyError, kernel_of
 from memlens.simulator import MoveKind, SimResult, simulate
-from memlens.testing import random_events
-from memlens.trace import PIN, REQUEST, UNPIN, Trace
-from memlens.trace_io import ALTERNATIVES_VERSION, trace_from_events
-
-RESULT_FIELDS = (
-    "need_hit",
-    "context_tokens",
-    "pinned_tokens",
-    "evictions",
-    "false_evictions",
-    "move_event",
-    "move_item",
-    "move_kind",
-)
+from memlens.testing import random_events, same_result, with_alternatives
+from memlens.trace.io import trace_from_events
+from memlens.trace.model import PIN, REQUEST, UNPIN, Trace
 
 
 class CheckFailed(AssertionError):
@@ -82,14 +71,6 @@ class Case:
 
     def replay(self, policy: Policy, trace: Trace | None = None, **kw) -> SimResult:
         return simulate(self.trace if trace is None else trace, policy, **{**self.kw, **kw})
-
-
-def same_result(a: SimResult, b: SimResult) -> str | None:
-    """None if the two results are identical, else the first field that differs."""
-    for f in RESULT_FIELDS:
-        if not np.array_equal(getattr(a, f), getattr(b, f)):
-            return f
-    return None
 
 
 # ------------------------------------------------------------------ checks
@@ -253,31 +234,7 @@ CHECKS = (
 )
 
 
-def with_alternatives(events: list[dict], rng: np.random.Generator, share: float = 0.5) -> list:
-    """``events`` as a format 1.1 trace (header first): each need becomes, with probability
-    ``share``, a group of 1-3 alternatives (itself and other earlier writes of its stream, in
-    random order, so the need is not always listed first)."""
-    written: dict[str, list[str]] = {}
-    out: list[dict] = [{"event": "header", "version": ALTERNATIVES_VERSION}]
-    for ev in events:
-        stream = ev.get("stream", "")
-        if ev["event"] == "write":
-            written.setdefault(stream, []).append(ev["id"])
-        elif ev["event"] == "request":
-            have, needs = written[stream], []
-            for need in ev["needs"]:
-                if rng.random() >= share:
-                    needs.append(need)
-                    continue
-                k = int(rng.integers(1, min(3, len(have)) + 1))
-                drawn = dict.fromkeys(have[int(i)] for i in rng.integers(len(have), size=k))
-                others = [x for x in drawn if x != need]  # O(k), however long the trace
-                group = [need, *others[: k - 1]]
-                rng.shuffle(group)
-                needs.append(group)
-            ev = {**ev, "needs": needs}
-        out.append(ev)
-    return out
+
 
 
 def check_policy(

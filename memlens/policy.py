@@ -28,7 +28,7 @@ cachetools' ``Cache``:
 ``annotate(item, value, note)`` a person set a value and/or note on an item.
 
 ``now`` is always the event index being replayed; the trace time is ``ctx.trace.ev_t[now]``.
-Items and requests are integer indices into the trace's columnar arrays (``memlens.trace``).
+Items and requests are integer indices into the trace's columnar arrays (``memlens.trace.model``).
 
 A policy whose replay a compiled kernel reproduces event for event registers it for its exact
 class with ``@compiled_kernel("fifo")``; subclasses do not inherit it (a subclass may change
@@ -45,7 +45,7 @@ from typing import Protocol, TypeVar
 
 import numpy as np
 
-from memlens.trace import Trace
+from memlens.trace.model import Trace
 
 ADMIT_WRITE = 0  # ``admit`` reason: the item is being written
 ADMIT_FETCH = 1  # ``admit`` reason: a request missed it (demand fetch) or retrieval promotes it
@@ -55,8 +55,8 @@ ADMIT_FETCH = 1  # ``admit`` reason: a request missed it (demand fetch) or retri
 #: ``fn(policy, trace, budget, demand_fetch, seed)`` and returns the reference engine's
 #: ``SimResult`` exactly (``memlens.kernels``).
 KERNELS = {
-    "fifo": "memlens.fastpath:replay_fifo",
-    "lru": "memlens.fastpath:replay_lru",
+    "fifo": "memlens.kernels.queues:replay_fifo",
+    "lru": "memlens.kernels.queues:replay_lru",
     "lfu": "memlens.kernels.lfu:replay",
     "memgpt": "memlens.kernels.memgpt:replay",
     "oracle": "memlens.kernels.oracle:replay",

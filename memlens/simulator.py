@@ -5,7 +5,7 @@ Contract (other tools, the fast kernels and the oracle are checked against it):
 * Working memory (WM) holds items whose tokens sum to at most ``budget``.  An item larger than
   the budget is never admitted (unless a pin forces it).  Items evicted from WM move to the
   short-term cache and from there to the long-term store; every WM move is logged here and the
-  lower tiers replay that log (``memlens.tiers``).
+  lower tiers replay that log (``memlens.retrieval.tiers``).
 * An item enters WM when the policy's ``admit`` says yes (at its write, or after a request
   missed it with ``demand_fetch``) or when a pin forces it; the simulator then counts it and
   calls the policy's ``insert``.  ``admit`` only decides.
@@ -57,13 +57,13 @@ from memlens.policy import (
     admits_everything,
     kernel_of,
 )
-from memlens.trace import EventKind, Trace
+from memlens.trace.model import EventKind, Trace
 
 
 class MoveKind(IntEnum):
     """Kinds of working-memory moves in the move log (``SimResult.move_kind``, int8).
 
-    Usable as constants inside numba kernels (``memlens.fastpath``).
+    Usable as constants inside numba kernels (``memlens.kernels.queues``).
     """
 
     ADMIT = 0  # a write entered WM
@@ -105,7 +105,7 @@ class RequestHook(Protocol):
 
 @dataclass
 class SimResult:
-    """Raw outcome of one replay; ``memlens.metrics`` turns it into numbers."""
+    """Raw outcome of one replay; ``memlens.analyze.metrics`` turns it into numbers."""
 
     budget: int
     demand_fetch: bool

@@ -1,7 +1,7 @@
 """One toolkit for testing policies and tools: event builders, random traces, a trace strategy.
 
 * Builders for hand-written traces: ``w`` (write), ``rq`` (request), ``pin``, ``unpin``,
-  ``annotate``, and ``trace(*events)`` to turn them into a :class:`memlens.trace.Trace`::
+  ``annotate``, and ``trace(*events)`` to turn them into a :class:`memlens.trace.model.Trace`::
 
       tr = trace(w("a", 4), w("b", 4), rq("r1", "a"), pin("b"), annotate("a", value=0.9))
 
@@ -17,13 +17,62 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from memlens.trace import ITEM_TYPES, Trace
-from memlens.trace_io import trace_from_events
+from memlens.simulator import SimResult, simulate
+from memlens.trace.io import trace_from_events
+from memlens.trace.limits import ALTERNATIVES_VERSION
+from memlens.trace.model import ITEM_TYPES, Trace
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
 WORDS = ("error", "final", "answer", "rows", "Alice", "IBM", "order_7", "42", "maybe", "plan")
+
+#: The fields of a ``SimResult`` that two replays of one policy must agree on, bit for bit.
+RESULT_FIELDS = (
+    "need_hit",
+    "context_tokens",
+    "pinned_tokens",
+    "evictions",
+    "false_evictions",
+    "move_event",
+    "move_item",
+    "move_kind",
+)
+
+
+def same_result(a: SimResult, b: SimResult) -> str | None:
+    """None if the two results are identical, else the first field that differs."""
+    for f in RESULT_FIELDS:
+        if not np.array_equal(getattr(a, f), getattr(b, f)):
+            return f
+    return None
+
+
+def with_alternatives(events: list[dict], rng: np.random.Generator, share: float = 0.5) -> list:
+    """``events`` as a format 1.1 trace (header first): each need becomes, with probability
+    ``share``, a group of 1-3 alternatives (itself and other earlier writes of its stream, in
+    random order, so the need is not always listed first)."""
+    written: dict[str, list[str]] = {}
+    out: list[dict] = [{"event": "header", "version": ALTERNATIVES_VERSION}]
+    for ev in events:
+        stream = ev.get("stream", "")
+        if ev["event"] == "write":
+            written.setdefault(stream, []).append(ev["id"])
+        elif ev["event"] == "request":
+            have, needs = written[stream], []
+            for need in ev["needs"]:
+                if rng.random() >= share:
+                    needs.append(need)
+                    continue
+                k = int(rng.integers(1, min(3, len(have)) + 1))
+                drawn = dict.fromkeys(have[int(i)] for i in rng.integers(len(have), size=k))
+                others = [x for x in drawn if x != need]  # O(k), however long the trace
+                group = [need, *others[: k - 1]]
+                rng.shuffle(group)
+                needs.append(group)
+            ev = {**ev, "needs": needs}
+        out.append(ev)
+    return out
 
 
 # ----------------------------------------------------------------- builders
@@ -143,7 +192,6 @@ def timed_events(rng: np.random.Generator, n_events: int, n_streams: int, altern
                  gaps: list[float]) -> list[dict]:  # fmt: skip
     """``random_events`` with irregular, non-decreasing times (each gap drawn from ``gaps``:
     clocks that stand still, tick and jump), optionally in format 1.1."""
-    from memlens.checker import with_alternatives
 
     events = random_events(rng, n_events, n_streams)
     t = np.cumsum(rng.choice(gaps, size=len(events)))
@@ -155,8 +203,6 @@ def timed_events(rng: np.random.Generator, n_events: int, n_streams: int, altern
 def assert_kernel_matches(trace: Trace, make, budget: int, demand_fetch: bool) -> None:
     """A fresh ``make()`` replayed by its compiled kernel gives the reference engine's result
     exactly (every field, the move log included)."""
-    from memlens.checker import same_result
-    from memlens.simulator import simulate
 
     ref = simulate(trace, make(), budget, demand_fetch, engine="reference", progress=False)
     fast = simulate(trace, make(), budget, demand_fetch, engine="fast", progress=False)

@@ -11,7 +11,7 @@ evicted (ties: least recently used):
 
 * ``recency``     ``decay ** hours`` since the item was last written or needed (decay 0.995);
 * ``importance``  stands in for the LLM's 1-10 poignancy rating: the rule scorer's static value
-                  (type, content features, cost; ``memlens.features.static_value``) divided by
+                  (type, content features, cost; ``memlens.trace.features.static_value``) divided by
                   its largest possible value under the configured boosts;
 * ``relevance``   cosine similarity between the item's text and the latest request's text,
                   with TF-IDF vectors (scikit-learn) computed once per trace.  Before a stream's
@@ -33,7 +33,8 @@ import math
 import numpy as np
 from memlens.policies.scan import ScanPolicy
 
-from memlens.features import (
+from memlens.policy import PolicyContext, compiled_kernel
+from memlens.trace.features import (
     DEFAULT_TYPE_BASE,
     content_boost,
     distinct_texts,
@@ -41,7 +42,6 @@ from memlens.features import (
     type_array,
     unique_texts,
 )
-from memlens.policy import PolicyContext, compiled_kernel
 
 _VECTORS_KEY = "_memlens_tfidf_rows"
 _DISTINCT_KEY = "_memlens_tfidf_distinct"

@@ -1,9 +1,9 @@
 """The learned value scorer: evict what a LightGBM model says is least likely to be needed soon.
 
-The model (``memlens.learned_model``, trained by ``memlens train``) scores an item at each of
+The model (``memlens.scorer.model``, trained by ``memlens train``) scores an item at each of
 its *anchors*: its write, every request that needs it, and every pin, unpin or annotation of
 it, and again at *checkpoints* 2, 8 and 32 requests (of its stream) after its latest anchor
-while no new anchor comes (``memlens.decision_features.decision_points``; the features read
+while no new anchor comes (``memlens.scorer.decision_features.decision_points``; the features read
 nothing after the point).  So the model itself says how an untouched item's worth fades with
 its age; between two of its points the score only decays on the stream's request clock::
 
@@ -28,7 +28,7 @@ at least the smallest resident key (it would not be the next victim itself).
 
 Cold start: with no model (``model: null``), or before the replay has seen ``min_feedback``
 feedback events (pins, unpins, annotations: the trace's own or a person's or the simulated
-user's put in with ``memlens.feedback.with_feedback``), every decision is the rule scorer's
+user's put in with ``memlens.learn.feedback.with_feedback``), every decision is the rule scorer's
 (``policies/rule.py`` with its defaults), exactly.  With ``retrain_every`` N > 0 the policy
 also learns online: every N feedback events it trains a small model on the last
 ``retrain_window`` of them (keep -> 1, drop -> 0, a value -> value >= 0.5) and rescores every
@@ -46,7 +46,8 @@ from heapq import heapify, heappop, heappush
 import numpy as np
 from memlens.policies.rule import RuleScorer
 
-from memlens.decision_features import (
+from memlens.policy import ADMIT_FETCH, Policy, PolicyContext, budgets_ahead, compiled_kernel
+from memlens.scorer.decision_features import (
     ANCHOR_FEEDBACK,
     ANCHOR_NEED,
     ANCHOR_OTHER,
@@ -59,9 +60,8 @@ from memlens.decision_features import (
     default_tier,
     set_budget,
 )
-from memlens.learned_model import CompiledForest, LearnedModel, ValueScorer, load_model
-from memlens.policy import ADMIT_FETCH, Policy, PolicyContext, budgets_ahead, compiled_kernel
-from memlens.trace import ANNOTATE, PIN, UNPIN, Trace
+from memlens.scorer.model import CompiledForest, LearnedModel, ValueScorer, load_model
+from memlens.trace.model import ANNOTATE, PIN, UNPIN, Trace
 
 ABSENT, ACTIVE, PINNED = 0, 1, 2
 _NEVER = 1 << 62  # "no timed row left" for the catch-up's due event

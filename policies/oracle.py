@@ -19,7 +19,7 @@ import heapq
 import numpy as np
 
 from memlens.policy import Policy, PolicyContext, PolicyError, compiled_kernel
-from memlens.trace import PIN, UNPIN, WRITE, Trace
+from memlens.trace.model import PIN, UNPIN, WRITE, Trace
 
 
 @compiled_kernel("oracle")
@@ -39,15 +39,19 @@ class Oracle(Policy):
         """The run's ``oracle:`` config (so the replay follows the plan the report used)."""
         self._settings = settings
 
+    def plans_for(self, trace: Trace, budget: int, demand_fetch: bool) -> list:
+        """Per stream the (anchor event, item) pairs to keep: the given plans, or the solver's
+        with the run's settings (solved once per trace, budget and setting, then cached)."""
+        if self._plans is not None:
+            return self._plans
+        from memlens.oracle import OracleSettings, solve
+
+        return solve(trace, budget, demand_fetch, self._settings or OracleSettings()).plans
+
     def reset(self, ctx: PolicyContext) -> None:
         super().reset(ctx)
         trace = ctx.trace
-        plans = self._plans
-        if plans is None:
-            from memlens.oracle import OracleSettings, solve
-
-            plans = solve(trace, ctx.budget, ctx.demand_fetch,
-                          self._settings or OracleSettings()).plans  # fmt: skip
+        plans = self.plans_for(trace, ctx.budget, ctx.demand_fetch)
         n = trace.n_items
         self._n = n
         plan = plans[ctx.stream]

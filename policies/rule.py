@@ -2,7 +2,7 @@
 
 An item's value at trace time ``t`` is::
 
-    B_i     = type_base[type] + content boosts + cost boost        (memlens.features.static_value)
+    B_i     = type_base[type] + content boosts + cost boost        (memlens.trace.features.static_value)
               + min(use_cap, use_boost * uses_i)                  (how often requests needed it)
     value_i = max(floor[type], B_i * 2 ** (-(t - a_i) / half_life[type]))
 
@@ -45,9 +45,9 @@ from heapq import heapify, heappop, heappush
 
 import numpy as np
 
-from memlens.features import DEFAULT_TYPE_BASE, static_value, type_array
 from memlens.policy import ADMIT_FETCH, Policy, PolicyContext, compiled_kernel
-from memlens.trace import ITEM_TYPES
+from memlens.trace.features import DEFAULT_TYPE_BASE, static_value, type_array
+from memlens.trace.model import ITEM_TYPES
 
 ABSENT, ACTIVE, PINNED = 0, 1, 2  # an item's state: whether it has a live heap entry
 STATIC = len(ITEM_TYPES)  # heap lane of constant values (lanes 0..3: the types' decaying heaps)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 
 from memlens.testing import annotate, pin, random_events, rq, trace, traces, unpin, w
-from memlens.trace import PIN, REQUEST, UNPIN, WRITE
+from memlens.trace.model import PIN, REQUEST, UNPIN, WRITE
 
 __all__ = ["annotate", "pin", "random_events", "rq", "trace", "traces", "unpin", "w"]
 

@@ -6,11 +6,11 @@ item ids, so that each hand-computed case reads like the story it tells.
 
 from __future__ import annotations
 
-from memlens.metrics import compute_metrics
+from memlens.analyze.metrics import compute_metrics
 from memlens.policy import Policy
 from memlens.simulator import MoveKind, simulate
 from memlens.testing import annotate, pin, rq, traces, unpin, w
-from memlens.trace_io import trace_from_events
+from memlens.trace.io import trace_from_events
 
 __all__ = ["NOTE", "PIN", "R", "UNPIN", "W", "NaiveRescan", "Run", "traces"]
 

@@ -16,13 +16,12 @@ from hypothesis import strategies as st
 from memlens.policies.lru import LRU
 from memlens.policies.window import SlidingWindow
 
-from memlens.checker import RESULT_FIELDS, with_alternatives
-from memlens.metrics import compute_metrics
+from memlens.analyze.metrics import compute_metrics
 from memlens.oracle import OracleSettings, solve
 from memlens.simulator import MOVE_FETCH, simulate
-from memlens.testing import pin, random_events, rq, unpin, w
-from memlens.trace import Trace
-from memlens.trace_io import trace_from_events
+from memlens.testing import RESULT_FIELDS, pin, random_events, rq, unpin, w, with_alternatives
+from memlens.trace.io import trace_from_events
+from memlens.trace.model import Trace
 
 HEADER = {"event": "header", "version": "1.1"}
 NOCACHE = OracleSettings(cache=False)
@@ -96,7 +95,7 @@ def _items(*ids: str, tokens: int = 5) -> list[dict]:
     ],
 )
 def test_bad_alternatives_are_named_by_line_and_field(needs, header, field, message):
-    from memlens.trace_io import TraceError
+    from memlens.trace.io import TraceError
 
     events = ([header] if header else []) + _items("a", "b", "c")
     events += [rq("r", *needs), w("later", 1)]
@@ -115,7 +114,7 @@ def test_header_versions_accepted(version):
 
 @pytest.mark.parametrize("version", [2, "1.2", True, None, [1]])
 def test_other_header_versions_are_refused(version):
-    from memlens.trace_io import TraceError
+    from memlens.trace.io import TraceError
 
     with pytest.raises(TraceError, match="unsupported trace format version") as info:
         trace_from_events([{"event": "header", "version": version}])
@@ -167,7 +166,7 @@ DEFECTS = {
 @settings(max_examples=150, deadline=None)
 @given(alternative_requests(), st.data())
 def test_a_bad_entry_is_named_by_its_line_and_index(requests, data):
-    from memlens.trace_io import TraceError
+    from memlens.trace.io import TraceError
 
     r = data.draw(st.integers(0, len(requests) - 1))
     k = data.draw(st.integers(0, len(requests[r])))
@@ -195,8 +194,8 @@ def test_a_version_1_trace_has_no_alternative_columns_to_pay_for():
 
 
 def test_written_loaded_and_cached_traces_keep_their_groups(tmp_path):
-    from memlens.trace_cache import load_trace_cached
-    from memlens.trace_io import load_trace, write_trace
+    from memlens.trace.cache import load_trace_cached
+    from memlens.trace.io import load_trace, write_trace
 
     rng = np.random.default_rng(11)
     events = with_alternatives(random_events(rng, n_events=200), rng)
@@ -303,7 +302,7 @@ def test_groups_of_one_replay_exactly_like_version_1():
 @pytest.fixture(scope="module")
 def generated_with_alternatives():
     """A generated trace with pins (2 streams x 250 events), half its needs made groups."""
-    from memlens.generate import generate_simple
+    from memlens.trace.generate import generate_simple
 
     events = list(generate_simple(seed=3, streams=2, events_per_stream=250, pin_rate=0.05))
     return trace_from_events(with_alternatives(events, np.random.default_rng(3)))
@@ -313,7 +312,8 @@ def generated_with_alternatives():
 def test_no_registered_policy_beats_oracle_upper_with_alternatives(
     generated_with_alternatives, demand_fetch
 ):
-    from memlens.config import make_policy, registered_policies
+    from memlens.config.compose import make_policy
+    from memlens.config.store import registered_policies
 
     t = generated_with_alternatives
     assert t.has_alternatives
@@ -334,7 +334,7 @@ def test_no_registered_policy_beats_oracle_upper_with_alternatives(
 def test_the_learned_scorer_anchors_every_alternative():
     """Each alternative a request lists is a need anchor of the learned scorer (so the item that
     serves a need is rescored there), and its label and need-count features see it as needed."""
-    from memlens.decision_features import ANCHOR_NEED, anchor_points, context
+    from memlens.scorer.decision_features import ANCHOR_NEED, anchor_points, context
 
     events = [HEADER, w("a", 10), w("b", 10), w("c", 10),
               {**rq("q1", "a"), "needs": ["a", ["b", "c"]]}, rq("q2", "c")]  # fmt: skip

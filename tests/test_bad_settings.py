@@ -3,7 +3,7 @@
 Issue 15 ("nothing trusted blindly"): booleans read strictly, every number finite and in range,
 every enum-like string checked, the tracking URI's scheme known to MLflow, a compiled engine
 only for policies that have a kernel, every file a setting names a readable regular file.
-Most cases run in-process through ``memlens.cli.validate`` (what the command line runs before
+Most cases run in-process through ``memlens.config.app.validate`` (what the command line runs before
 Hydra launches anything); a few run the installed command end to end and check that no run
 folder, MLflow store or cache entry was created.
 """
@@ -22,13 +22,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memlens.cli import policy_overrides_to_list, validate
-from memlens.commands import check_compare, check_recommend, check_simulate
-from memlens.config import DATA_DIR, compose_config, make_policy, registered_policies
-from memlens.config import run_settings as settings_of
+from memlens._util.values import check_numbers, number
+from memlens.cli.main import policy_overrides_to_list
+from memlens.cli.replay import check_compare, check_recommend, check_simulate
+from memlens.config.app import validate
+from memlens.config.compose import compose_config, make_policy
+from memlens.config.compose import run_settings as settings_of
+from memlens.config.schema import MlflowConfig, check_tracking_uri, resolve
+from memlens.config.store import DATA_DIR, registered_policies
 from memlens.policy import kernel_of
-from memlens.setting_values import check_numbers, number
-from memlens.settings import MlflowConfig, check_tracking_uri, resolve
 
 CHECKS = {"simulate": check_simulate, "compare": check_compare, "recommend": check_recommend}
 MEMLENS = shutil.which("memlens") or str(Path(sys.executable).parent / "memlens")

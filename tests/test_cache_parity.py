@@ -12,9 +12,9 @@ import pytest
 from memlens.policies.lru import LRU
 from memlens.policies.window import SlidingWindow
 
-from memlens.classic import classic_trace, zipf_keys
-from memlens.metrics import compute_metrics
+from memlens.analyze.metrics import compute_metrics
 from memlens.simulator import simulate
+from memlens.trace.classic import classic_trace, zipf_keys
 
 cachetools = pytest.importorskip("cachetools")
 

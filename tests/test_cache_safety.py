@@ -1,6 +1,6 @@
 """Caches never run code, never serve damaged data, clean up after killed writers, stay capped.
 
-Every cache (parsed traces, oracle bounds, embeddings) goes through ``memlens.safecache``.  The
+Every cache (parsed traces, oracle bounds, embeddings) goes through ``memlens._util.safecache``.  The
 expectations here are independent of its code: a pickle payload that would create a file; the
 result of parsing / solving / embedding from scratch; hand-placed file names, pids and times.
 """
@@ -24,13 +24,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memlens import safecache
-from memlens.embeddings import EmbeddingsConfig, embed_trace
+from memlens._util import safecache
 from memlens.oracle import OracleSettings, clear_memo, solve
+from memlens.retrieval.embeddings import EmbeddingsConfig, embed_trace
 from memlens.testing import random_events, traces
-from memlens.trace import Trace
-from memlens.trace_cache import entry_path, load_trace_cached
-from memlens.trace_io import load_trace, trace_from_events, write_trace
+from memlens.trace.cache import entry_path, load_trace_cached
+from memlens.trace.io import load_trace, trace_from_events, write_trace
+from memlens.trace.model import Trace
 
 WARNING = "warning: discarded corrupt cache entry"
 PYTHON = sys.executable

@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from memlens.registry import declared
+from memlens.analyze.registry import declared
 
 MEMLENS = shutil.which("memlens") or str(Path(sys.executable).parent / "memlens")
 

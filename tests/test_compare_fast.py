@@ -16,13 +16,17 @@ from memlens.policies.lru import LRU
 from memlens.policies.window import SlidingWindow
 from test_cli import memlens, small_trace  # noqa: F401
 
-from memlens import commands, metrics, pipeline, tracking
-from memlens.config import SettingsError, compose_config, registered_policies, run_settings
-from memlens.generate import generate_simple
-from memlens.settings import CostsConfig, resolve
+from memlens.analyze import metrics
+from memlens.analyze.costs import CostsConfig
+from memlens.cli import replay as commands
+from memlens.config.compose import compose_config, run_settings
+from memlens.config.schema import resolve
+from memlens.config.store import SettingsError, registered_policies
+from memlens.retrieval.tiers import replay_tiers, replay_tiers_reference
+from memlens.runs import pipeline, tracking
 from memlens.simulator import MOVE_NAMES, SimResult, simulate
-from memlens.tiers import replay_tiers, replay_tiers_reference
-from memlens.trace_io import trace_from_events
+from memlens.trace.generate import generate_simple
+from memlens.trace.io import trace_from_events
 
 LOG_FIELDS = ("event", "item", "src", "dst", "final_tier")
 SMALL = ["mlflow.enabled=false", "oracle.enabled=false"]
@@ -254,7 +258,7 @@ def test_simulate_refuses_the_oracle_policy_with_the_oracle_off():
 def test_a_new_sqlite_store_is_in_write_ahead_log_mode(tmp_path):
     import sqlite3
 
-    from memlens import mlflow_store
+    from memlens.runs import mlflow_store
 
     db = tmp_path / "m.db"
     cfg = tracking.MlflowConfig(tracking_uri=f"sqlite:///{db}", experiment="wal",

@@ -11,19 +11,19 @@ import pytest
 from helpers import rq, trace, w
 from memlens.policies.window import SlidingWindow
 
-from memlens.compression import (
+from memlens.analyze.metrics import compute_metrics
+from memlens.retrieval.compression import (
     CompressionConfig,
     CompressionError,
     Compressor,
     entity_tokens,
     extract_entities,
 )
-from memlens.embeddings import EmbeddingsConfig, embed_trace
-from memlens.metrics import compute_metrics
 from memlens.retrieval.config import HnswConfig, RetrievalConfig
+from memlens.retrieval.embeddings import EmbeddingsConfig, embed_trace
 from memlens.retrieval.query import static_values
 from memlens.retrieval.setup import make_retriever, replay_with_retrieval
-from memlens.tiers import TiersConfig
+from memlens.retrieval.tiers import TiersConfig
 
 NO_STC = TiersConfig(short_term_tokens=0)  # what leaves working memory is in the LTS
 GRAPH = HnswConfig(exact_below=0)

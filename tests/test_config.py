@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from memlens.config import CONF_DIR, compose_config, make_policy, registered_policies
+from memlens.config.compose import compose_config, make_policy
+from memlens.config.store import CONF_DIR, registered_policies
 from memlens.policy import Policy
 
 
@@ -53,8 +54,8 @@ def test_yaml_type_base_and_boosts_are_the_code_defaults(policy):
     """The values are declared in yaml for the reader; the code's defaults are the source."""
     import inspect
 
-    from memlens.config import policy_config
-    from memlens.features import DEFAULT_TYPE_BASE, content_boost
+    from memlens.config.compose import policy_config
+    from memlens.trace.features import DEFAULT_TYPE_BASE, content_boost
 
     cfg = policy_config(policy)
     assert cfg.type_base == DEFAULT_TYPE_BASE

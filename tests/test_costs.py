@@ -12,11 +12,11 @@ from helpers import annotate, pin, random_events, rq, trace, w
 from memlens.policies.lru import LRU
 from memlens.policies.window import SlidingWindow
 
-from memlens.metrics import annotated_values, compute_metrics, per_request_table
-from memlens.registry import combine, declared, summary_columns
-from memlens.settings import CostsConfig
+from memlens.analyze.costs import CostsConfig
+from memlens.analyze.metrics import annotated_values, compute_metrics, per_request_table
+from memlens.analyze.registry import combine, declared, summary_columns
 from memlens.simulator import simulate
-from memlens.trace import ITEM_TYPES
+from memlens.trace.model import ITEM_TYPES
 
 ENGINES = ["reference", "fast"]
 PRICE = 10.0  # USD per million tokens: re-reading a 2-token item costs 2 x 10 / 1e6 = 2e-5
@@ -162,7 +162,7 @@ def brute_force_values(events: list[dict], costs: CostsConfig) -> list[float]:
 
 @pytest.mark.parametrize("seed", range(5))
 def test_values_and_costs_match_a_brute_force_walk(seed):
-    from memlens.metrics import needed_references
+    from memlens.analyze.metrics import needed_references
 
     events = random_events(np.random.default_rng(seed), n_events=300, n_streams=3)
     tr = trace(*events)
@@ -217,7 +217,7 @@ def test_costs_settings_fill_missing_types_and_refuse_bad_values():
 
 
 def test_costs_settings_through_hydra():
-    from memlens.config import run_settings
+    from memlens.config.compose import run_settings
 
     s = run_settings(["costs.miss_latency_s.user_input=30", "costs.value_weight.tool_result=1"])
     assert s.costs.miss_latency_s["user_input"] == 30.0 and s.costs.value_weight["tool_result"] == 1
@@ -233,10 +233,10 @@ def test_costs_settings_through_hydra():
 def test_pipeline_uses_the_costs_settings_and_writes_the_id_lists(tmp_path):
     import pyarrow.parquet as pq
 
-    from memlens.config import run_settings
-    from memlens.pipeline import run
-    from memlens.trace_io import write_trace
-    from memlens.writers import write_run
+    from memlens.config.compose import run_settings
+    from memlens.runs.pipeline import run
+    from memlens.runs.writers import write_run
+    from memlens.trace.io import write_trace
 
     path = tmp_path / "hand.jsonl"
     write_trace(path, HAND_EVENTS)

@@ -1,6 +1,6 @@
 """``memlens data generate | convert | stats``: one grammar (Hydra overrides), typed settings.
 
-Validation runs in-process through ``memlens.datacli.main`` (Hydra composes there too); a few
+Validation runs in-process through ``memlens.cli.data.main`` (Hydra composes there too); a few
 end-to-end cases run the installed command from a temporary directory.
 """
 
@@ -18,11 +18,12 @@ import pytest
 from memlens.datasets.archetypes import GENERATORS, generate
 from memlens.datasets.datacommands import DATASETS, ConvertSettings, StatsSettings
 
-from memlens.config import DATA_DIR, compose_config
-from memlens.datacli import main as data_main
-from memlens.datacli import resolve
-from memlens.generate import generate_simple
-from memlens.trace_io import load_trace
+from memlens.cli.data import main as data_main
+from memlens.cli.data import resolve
+from memlens.config.compose import compose_config
+from memlens.config.store import DATA_DIR
+from memlens.trace.generate import generate_simple
+from memlens.trace.io import load_trace
 
 MEMLENS = shutil.which("memlens") or str(Path(sys.executable).parent / "memlens")
 LOCOMO = DATA_DIR / "locomo" / "locomo10.json"

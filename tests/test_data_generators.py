@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from memlens.datasets.archetypes import ARCHETYPES, generate
 from memlens.datasets.stats import evidence_age_tokens
 
-from memlens.datacli import main as data_main
-from memlens.trace import ITEM_TYPES, PIN, REQUEST, UNPIN, WRITE
-from memlens.trace_io import load_trace, trace_from_events, write_trace
+from memlens.cli.data import main as data_main
+from memlens.trace.io import load_trace, trace_from_events, write_trace
+from memlens.trace.model import ITEM_TYPES, PIN, REQUEST, UNPIN, WRITE
 
 SMALL = {"streams": 13, "events_per_stream": 300, "concurrency": 3}
 EVENTS = 13 * 300
@@ -164,7 +164,7 @@ def test_memory_stays_flat_as_events_grow(tmp_path, name):
 
     child = (
         "import sys; from memlens.datasets.archetypes import generate; "
-        "from memlens.trace_io import write_trace; "
+        "from memlens.trace.io import write_trace; "
         f"write_trace(sys.argv[2], generate({name!r}, seed=0, events_per_stream=400, "
         "streams=int(sys.argv[1]) // 400)); "
         "print(next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM')))"

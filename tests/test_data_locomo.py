@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from memlens.datasets.convert_locomo import convert_locomo, normalise_evidence
 from memlens.datasets.sources import SourceError
 
-from memlens.config import DATA_DIR
-from memlens.datacli import main as data_main
-from memlens.trace_io import load_trace, trace_from_events, write_trace
+from memlens.cli.data import main as data_main
+from memlens.config.store import DATA_DIR
+from memlens.trace.io import load_trace, trace_from_events, write_trace
 
 SRC = DATA_DIR / "locomo" / "locomo10.json"
 

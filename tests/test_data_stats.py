@@ -18,8 +18,8 @@ from memlens.datasets.stats import (
 )
 from scipy.stats import ks_2samp
 
-from memlens.datacli import main as data_main
-from memlens.trace_io import trace_from_events, write_trace
+from memlens.cli.data import main as data_main
+from memlens.trace.io import trace_from_events, write_trace
 
 
 def _w(i, tokens, stream="a", ty="user_input"):

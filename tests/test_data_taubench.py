@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from memlens.datasets.convert_taubench import argument_values, convert_taubench, token_pattern
 from memlens.datasets.sources import SourceError
 
-from memlens.config import DATA_DIR
-from memlens.datacli import main as data_main
-from memlens.trace_io import load_trace, trace_from_events
+from memlens.cli.data import main as data_main
+from memlens.config.store import DATA_DIR
+from memlens.trace.io import load_trace, trace_from_events
 
 SRC = DATA_DIR / "taubench" / "gpt-4o-airline.json"
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memlens.tokenizer import TokenizerUnavailable, approx_tokens, get_tokenizer
+from memlens.trace.tokenizer import TokenizerUnavailable, approx_tokens, get_tokenizer
 
 
 @pytest.mark.parametrize(

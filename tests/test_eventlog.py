@@ -1,4 +1,4 @@
-"""The event log (memlens.eventlog): hand-computed rows, invariants against the replay, the
+"""The event log (memlens.analyze.eventlog): hand-computed rows, invariants against the replay, the
 value probe leaves decisions alone, sampling, the off switch and bad settings."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import settings as hsettings
 
-from memlens.config import compose_config
-from memlens.eventlog import KINDS, build_event_log, event_table, sampled
-from memlens.pipeline import run
-from memlens.settings import resolve
+from memlens.analyze.eventlog import KINDS, build_event_log, event_table, sampled
+from memlens.config.compose import compose_config
+from memlens.config.schema import resolve
+from memlens.runs.pipeline import run
 from memlens.simulator import simulate
 from memlens.testing import annotate, pin, rq, trace, traces, unpin, w
-from memlens.trace_io import write_trace
+from memlens.trace.io import write_trace
 from memlens.ui.sample import make_sample_runs, sample_events
 
 _SETTINGS: dict[tuple, object] = {}
@@ -220,8 +220,8 @@ def test_simulator_result_unchanged_by_probe_direct():
     """simulate() itself knows nothing of the probe: same result object fields either way."""
     from memlens.policies.rule import RuleScorer
 
-    from memlens.eventlog import attach_probe
-    from memlens.settings import CommonConfig
+    from memlens.analyze.eventlog import attach_probe
+    from memlens.config.schema import CommonConfig
 
     tr = trace(*sample_events()[1:])
     plain = simulate(tr, RuleScorer(), budget=2)
@@ -271,7 +271,7 @@ def test_rule_probe_records_what_the_generic_probe_records(events, budget):
     value before, value after) equal, bit for bit, those of the generic probe, which asks
     ``RuleScorer.value`` itself; with admission thresholds on and off, annotations and pins
     included (``traces`` draws them)."""
-    from memlens.eventlog import RuleValueProbe, ValueProbe
+    from memlens.analyze.eventlog import RuleValueProbe, ValueProbe
 
     tr = trace(*events)
     for params in ({}, {"admit_threshold": 0.0, "admit_fetched": False}):
@@ -284,7 +284,7 @@ def test_probe_records_unpack_to_columns():
     """The packed records read back as the columns the log is built from."""
     from memlens.policies.rule import RuleScorer
 
-    from memlens.eventlog import P_EVICT, P_INSERT, RECORD, ValueProbe
+    from memlens.analyze.eventlog import P_EVICT, P_INSERT, RECORD, ValueProbe
 
     probe = ValueProbe(RuleScorer(), lambda i, t: 0.0)
     rec, pack = probe.rows.extend, RECORD.pack
@@ -302,8 +302,8 @@ def test_rule_probe_is_chosen_for_the_rule_scorer_only():
     from memlens.policies.memorybank import MemoryBank
     from memlens.policies.rule import RuleScorer
 
-    from memlens.eventlog import RuleValueProbe, ValueProbe, attach_probe
-    from memlens.settings import CommonConfig
+    from memlens.analyze.eventlog import RuleValueProbe, ValueProbe, attach_probe
+    from memlens.config.schema import CommonConfig
 
     assert type(attach_probe(RuleScorer(), CommonConfig().events)) is RuleValueProbe
     assert type(attach_probe(MemoryBank(), CommonConfig().events)) is ValueProbe

@@ -79,9 +79,9 @@ def test_every_ablation_variant_changes_only_its_dimension():
 
 
 def test_the_pins_variant_ignores_annotate_values_only(tmp_path):
-    from memlens.config import make_policy
+    from memlens.config.compose import make_policy
     from memlens.simulator import simulate
-    from memlens.trace_io import trace_from_events
+    from memlens.trace.io import trace_from_events
 
     def write(t, item, kind):
         return {"event": "write", "id": item, "stream": "s", "t": t, "type": kind, "tokens": 60,

@@ -1,10 +1,10 @@
-"""The bulk trace parser (memlens.fast_parse) against the exact line-by-line one.
+"""The bulk trace parser (memlens.trace.bulk.parse) against the exact line-by-line one.
 
 The property that matters: whatever a file holds, ``load_trace`` (bulk first, exact when the
 bulk parser gives up) gives the same result as ``load_trace_exact``: the same Trace (every
 column, hash, annotations) or the same TraceError (file, line, field, message); and the bulk
 parser itself never accepts a file the exact one rejects, by any of its tiers: the compiled
-scanner (memlens.json_scan), msgspec's typed decoding, orjson line by line.  ``check_same``
+scanner (memlens.trace.bulk.scan), msgspec's typed decoding, orjson line by line.  ``check_same``
 parses every file through each tier.
 """
 
@@ -28,15 +28,16 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from memlens.datasets.archetypes import GENERATORS, generate
 
-from memlens import fast_parse, trace_io
-from memlens.fast_parse import Unsupported, load_fast, parse_fast
-from memlens.trace import Trace
-from memlens.trace_io import (
+from memlens.trace import io as trace_io
+from memlens.trace.bulk import parse as fast_parse
+from memlens.trace.bulk.parse import Unsupported, load_fast, parse_fast
+from memlens.trace.io import (
     TraceError,
     load_trace,
     load_trace_exact,
     write_trace,
 )
+from memlens.trace.model import Trace
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -10,13 +10,13 @@ from memlens.policies.lru import LRU
 from memlens.policies.token_buffer import ConversationTokenBuffer
 from memlens.policies.window import SlidingWindow
 
-from memlens.checker import RESULT_FIELDS, CheckFailed, check_policy
-from memlens.classic import classic_trace, zipf_keys
-from memlens.config import DATA_DIR
+from memlens.checker import CheckFailed, check_policy
+from memlens.config.store import DATA_DIR
 from memlens.policy import COMPILED_KERNELS, OrderedPolicy, compiled_kernel, kernel_of
 from memlens.simulator import simulate
-from memlens.testing import random_events
-from memlens.trace_io import load_trace, trace_from_events
+from memlens.testing import RESULT_FIELDS, random_events
+from memlens.trace.classic import classic_trace, zipf_keys
+from memlens.trace.io import load_trace, trace_from_events
 
 
 def assert_same(tr, policy_cls, budget, demand_fetch):

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from memlens import mlflow_store, writers
-from memlens.config import compose_config
-from memlens.interrupts import interruptible, signals_held
-from memlens.processes import Process, start_time
-from memlens.settings import MlflowConfig
+from memlens._util.processes import Process, start_time
+from memlens.config.compose import compose_config
+from memlens.config.schema import MlflowConfig
+from memlens.runs import mlflow_store, writers
+from memlens.runs.interrupts import interruptible, signals_held
 
 mlflow = pytest.importorskip("mlflow")
 from mlflow.tracking import MlflowClient  # noqa: E402
@@ -169,7 +169,7 @@ def test_the_store_lock_excludes_other_processes(tmp_path):
     lock = tmp_path / "mlflow.db.lock"
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys; from pathlib import Path;"
-         "from memlens.mlflow_store import file_lock\n"
+         "from memlens.runs.mlflow_store import file_lock\n"
          f"with file_lock(Path({str(lock)!r})):\n print('held', flush=True); sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
     assert holder.stdout.readline().strip() == "held"
@@ -302,7 +302,7 @@ def test_a_run_killed_with_kill_9_is_ended_by_the_next_start(
 
 
 def test_runs_of_live_or_unknown_processes_are_left_running(tmp_path, migrated_db, capsys):
-    from memlens import tracking
+    from memlens.runs import tracking
 
     uri = store_in(tmp_path, migrated_db)
     cfg = MlflowConfig(tracking_uri=uri, artifact_location=str(tmp_path / "art"))
@@ -329,7 +329,7 @@ def test_runs_of_live_or_unknown_processes_are_left_running(tmp_path, migrated_d
 
 
 def test_mlflow_run_status_on_success_error_and_interrupt(tmp_path, migrated_db):
-    from memlens import tracking
+    from memlens.runs import tracking
 
     uri = store_in(tmp_path, migrated_db)
     cfg = MlflowConfig(tracking_uri=uri, artifact_location=str(tmp_path / "art"))
@@ -367,7 +367,7 @@ def test_signals_become_exit_codes_and_wait_for_held_renames():
 def test_a_second_signal_ends_a_held_wait_at_once(tmp_path):
     code = (
         "import os, signal, time\n"
-        "from memlens.interrupts import interruptible, signals_held\n"
+        "from memlens.runs.interrupts import interruptible, signals_held\n"
         "with interruptible(), signals_held():\n"
         "    os.kill(os.getpid(), signal.SIGTERM)\n"
         "    time.sleep(0.05)\n"
@@ -427,7 +427,7 @@ def test_a_failing_second_run_leaves_the_first_runs_files_untouched(
     small_trace,  # noqa: F811
     monkeypatch,
 ):
-    from memlens import commands
+    from memlens.cli import replay as commands
 
     run_dir = tmp_path / "run"
     monkeypatch.chdir(tmp_path)

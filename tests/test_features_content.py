@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from policy_cases import W
 
-from memlens.features import (
+from memlens.trace.features import (
     CONCLUSION_WORDS,
     ERROR_WORDS,
     content_boost,
@@ -19,7 +19,7 @@ from memlens.features import (
     static_value,
     text_features,
 )
-from memlens.trace_io import trace_from_events
+from memlens.trace.io import trace_from_events
 
 
 def test_hand_counted():
@@ -94,8 +94,8 @@ def test_type_table_must_name_every_type():
 
 
 def test_static_value_is_cached_per_parameter_set_and_bounded():
-    from memlens import features
     from memlens.testing import random_events
+    from memlens.trace import features
 
     trace = trace_from_events(random_events(np.random.default_rng(2), 60, 2))
     first = static_value(trace)

@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from memlens.policies.lru import LRU
 from memlens.policies.rule import RuleScorer
 
-from memlens.feedback import (
+from memlens.cli.feedback import main as feedback_main
+from memlens.learn.feedback import (
     ACTIONS,
     SCHEMA_VERSION,
     SOURCES,
@@ -25,10 +26,9 @@ from memlens.feedback import (
     trace_events,
     with_feedback,
 )
-from memlens.feedbackcli import main as feedback_main
 from memlens.simulator import simulate
 from memlens.testing import annotate, pin, rq, trace, traces, unpin, w
-from memlens.trace_io import load_trace, trace_from_events, write_trace
+from memlens.trace.io import load_trace, trace_from_events, write_trace
 
 SHA_A, SHA_B = "a" * 64, "b" * 64
 

@@ -30,7 +30,7 @@ def test_every_policy_gives_its_golden_numbers(trace):
 
 
 def test_golden_covers_every_registered_policy():
-    from memlens.config import registered_policies
+    from memlens.config.store import registered_policies
 
     for trace in golden.TRACES:
         assert sorted(STORED[trace]) == registered_policies(), trace

@@ -12,8 +12,8 @@ from memlens.datasets.needs_derivation import NeedsSettings
 from memlens.datasets.openai_import import Roles, import_openai, read_conversations
 from memlens.datasets.sources import SourceError
 
-from memlens.datacli import main as data_main
-from memlens.trace_io import load_trace, trace_from_events
+from memlens.cli.data import main as data_main
+from memlens.trace.io import load_trace, trace_from_events
 
 
 def _call(cid: str, name: str, args: dict) -> dict:

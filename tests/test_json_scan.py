@@ -1,4 +1,4 @@
-"""The compiled scanner's pieces (memlens.json_scan) against orjson, the exact parser's decoder.
+"""The compiled scanner's pieces (memlens.trace.bulk.scan) against orjson, the exact parser's decoder.
 
 What the scanner accepts it must read exactly as orjson does: numbers bit for bit (sign of
 zero included), strings byte for byte after decoding escapes, and nothing orjson refuses
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memlens import json_scan
+from memlens.trace.bulk import scan as json_scan
 
 
 def scan_number(text: str) -> tuple[int, float, int]:

@@ -9,12 +9,12 @@ from hypothesis import strategies as st
 from memlens.policies.generative_agents import GenerativeAgents, tfidf_csr
 
 from memlens import testing
-from memlens.generate import generate_simple
 from memlens.kernels.generative_agents import query_arrays, query_vocabulary, vector_ids
 from memlens.kernels.scantree import _relevance
 from memlens.policy import kernel_of
 from memlens.testing import random_events
-from memlens.trace_io import trace_from_events
+from memlens.trace.generate import generate_simple
+from memlens.trace.io import trace_from_events
 
 # gaps between events: clocks that stand still (ties), tick, and jump by minutes and hours
 GAPS = [0.0, 0.0, 1.0, 7.0, 600.0, 3600.0 * 5]

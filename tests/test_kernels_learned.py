@@ -12,12 +12,11 @@ from hypothesis import strategies as st
 from memlens.policies.learned import LearnedScorer
 from memlens.policies.rule import RuleScorer
 
-from memlens.checker import same_result, with_alternatives
-from memlens.generate import generate_simple
 from memlens.policy import kernel_of
 from memlens.simulator import simulate
-from memlens.testing import random_events, traces
-from memlens.trace_io import trace_from_events
+from memlens.testing import random_events, same_result, traces, with_alternatives
+from memlens.trace.generate import generate_simple
+from memlens.trace.io import trace_from_events
 
 # one instance per setting (loading the bundled model once); a replay resets it per stream
 SETTINGS = [

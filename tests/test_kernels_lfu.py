@@ -8,13 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memlens.policies.lfu import LFU
 
-from memlens.checker import same_result, with_alternatives
-from memlens.classic import classic_trace, zipf_keys
-from memlens.generate import generate_simple
 from memlens.policy import kernel_of
 from memlens.simulator import MoveKind, simulate
-from memlens.testing import random_events
-from memlens.trace_io import trace_from_events
+from memlens.testing import random_events, same_result, with_alternatives
+from memlens.trace.classic import classic_trace, zipf_keys
+from memlens.trace.generate import generate_simple
+from memlens.trace.io import trace_from_events
 
 BUDGETS = st.sampled_from([1, 3, 10, 25, 60, 150, 400, 5000])
 

@@ -9,12 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memlens.policies.memgpt import MemGPT
 
-from memlens.checker import same_result, with_alternatives
-from memlens.generate import generate_simple
 from memlens.policy import kernel_of
 from memlens.simulator import MoveKind, simulate
-from memlens.testing import random_events
-from memlens.trace_io import trace_from_events
+from memlens.testing import random_events, same_result, with_alternatives
+from memlens.trace.generate import generate_simple
+from memlens.trace.io import trace_from_events
 
 PARAMS = st.fixed_dictionaries({
     "pressure_fraction": st.sampled_from([0.7, 0.05, 0.5, 0.999, 1.0]),

@@ -9,12 +9,12 @@ from hypothesis import strategies as st
 from memlens.policies.memorybank import MemoryBank
 
 from memlens import testing
-from memlens.checker import same_result
-from memlens.generate import generate_simple
 from memlens.kernels.memorybank import strengths
 from memlens.policy import kernel_of
 from memlens.simulator import simulate
-from memlens.trace_io import trace_from_events
+from memlens.testing import same_result
+from memlens.trace.generate import generate_simple
+from memlens.trace.io import trace_from_events
 
 # gaps between events: clocks that stand still (ties), tick, and jump by hours and days
 GAPS = [0.0, 0.0, 1.0, 7.0, 3600.0, 86400.0 * 3]

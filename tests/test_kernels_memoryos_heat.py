@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 from memlens.policies.memoryos_heat import MemoryOSHeat
 
 from memlens import testing
-from memlens.generate import generate_simple
 from memlens.policy import kernel_of
-from memlens.trace_io import trace_from_events
+from memlens.trace.generate import generate_simple
+from memlens.trace.io import trace_from_events
 
 # gaps between events: clocks that stand still (ties), tick, and jump by minutes and hours
 GAPS = [0.0, 0.0, 1.0, 7.0, 600.0, 3600.0 * 5]

@@ -9,14 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memlens.policies.oracle import Oracle
 
-from memlens.checker import same_result, with_alternatives
-from memlens.generate import generate_simple
 from memlens.oracle import OracleSettings, solve
 from memlens.policy import PolicyError, kernel_of
 from memlens.simulator import MoveKind, simulate
-from memlens.testing import random_events
-from memlens.trace import WRITE
-from memlens.trace_io import trace_from_events
+from memlens.testing import random_events, same_result, with_alternatives
+from memlens.trace.generate import generate_simple
+from memlens.trace.io import trace_from_events
+from memlens.trace.model import WRITE
 
 NOCACHE = OracleSettings(cache=False)
 

@@ -13,15 +13,24 @@ from hypothesis import strategies as st
 from memlens.policies import rule as rule_policy
 from memlens.policies.rule import RuleScorer
 
-from memlens.checker import same_result, with_alternatives
-from memlens.classic import classic_trace, zipf_keys
-from memlens.generate import generate_simple
 from memlens.kernels import rule as rule_kernel
 from memlens.policy import kernel_of
 from memlens.simulator import MoveKind, simulate
-from memlens.testing import annotate, pin, random_events, rq, traces, unpin, w
-from memlens.trace import ITEM_TYPES
-from memlens.trace_io import trace_from_events
+from memlens.testing import (
+    annotate,
+    pin,
+    random_events,
+    rq,
+    same_result,
+    traces,
+    unpin,
+    w,
+    with_alternatives,
+)
+from memlens.trace.classic import classic_trace, zipf_keys
+from memlens.trace.generate import generate_simple
+from memlens.trace.io import trace_from_events
+from memlens.trace.model import ITEM_TYPES
 
 NO_BOOSTS = dict.fromkeys(("error", "conclusion", "numbers", "identifiers", "entities", "length"),
                          0.0)  # fmt: skip

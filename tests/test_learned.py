@@ -18,8 +18,11 @@ from hypothesis import strategies as st
 from memlens.policies.learned import LearnedScorer
 
 from memlens.checker import check_policy
-from memlens.config import DATA_DIR, make_policy
-from memlens.decision_features import (
+from memlens.config.compose import make_policy
+from memlens.config.store import DATA_DIR
+from memlens.learn.feedback import Feedback, with_feedback
+from memlens.learn.labels import LabelSpec, feedback_points, labels_for
+from memlens.scorer.decision_features import (
     ANCHOR_OTHER,
     FEATURE_NAMES,
     anchor_points,
@@ -27,9 +30,7 @@ from memlens.decision_features import (
     decision_points,
     default_tier,
 )
-from memlens.feedback import Feedback, with_feedback
-from memlens.labels import LabelSpec, feedback_points, labels_for
-from memlens.learned_model import (
+from memlens.scorer.model import (
     CompiledForest,
     LearnedModel,
     ModelError,
@@ -39,7 +40,7 @@ from memlens.learned_model import (
 )
 from memlens.simulator import simulate
 from memlens.testing import pin, rq, trace, traces, unpin, w
-from memlens.trace_io import trace_from_events
+from memlens.trace.io import trace_from_events
 
 MEMLENS = shutil.which("memlens") or str(Path(sys.executable).parent / "memlens")
 RESULT_FIELDS = ("need_hit", "context_tokens", "evictions", "move_event", "move_item", "move_kind")
@@ -50,7 +51,7 @@ def same_replay(a, b) -> bool:
 
 
 def default_trace():
-    from memlens.trace_cache import load_trace_cached
+    from memlens.trace.cache import load_trace_cached
 
     return load_trace_cached(str(DATA_DIR / "default" / "agent-small.jsonl.gz"))
 
@@ -294,7 +295,7 @@ def test_a_person_s_drop_reaches_the_policy(small_model):
 
 
 def test_online_retraining_learns_from_feedback_and_is_deterministic():
-    from memlens.simulated_user import SimulatedUserConfig, simulate_user
+    from memlens.learn.simulated_user import SimulatedUserConfig, simulate_user
 
     tr = default_trace()
     cfg = SimulatedUserConfig(interventions_per_100_events=20.0, precision=1.0, recall=1.0)

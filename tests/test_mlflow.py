@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memlens.config import compose_config
+from memlens.config.compose import compose_config
 
 mlflow = pytest.importorskip("mlflow")
 from mlflow.tracking import MlflowClient  # noqa: E402
@@ -52,7 +52,7 @@ def test_simulate_logs_params_metrics_and_artifacts_to_sqlite(tmp_path):
 
 
 def test_a_failing_run_is_marked_failed(tmp_path, monkeypatch):
-    from memlens import commands
+    from memlens.cli import replay as commands
 
     def explode(*args, **kwargs):
         raise RuntimeError("policy crashed mid-replay")

@@ -8,10 +8,10 @@ from helpers import brute_force, pin, rq, trace, unpin, w
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memlens.classic import classic_trace, zipf_keys
 from memlens.oracle import OracleSettings, solve
 from memlens.oracle.bounds import lp_upper, relaxed_upper
 from memlens.oracle.model import build_model
+from memlens.trace.classic import classic_trace, zipf_keys
 
 NOCACHE = OracleSettings(cache=False)
 

@@ -15,7 +15,7 @@ from memlens.oracle.cuts import cover_cuts
 from memlens.oracle.model import build_model, schedule_load_ok
 from memlens.oracle.segments import segmented_lp_upper
 from memlens.testing import random_events, rq, w
-from memlens.trace_io import trace_from_events
+from memlens.trace.io import trace_from_events
 
 
 def _pairs_trace(periods: int):

@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 from memlens.policies.lru import LRU
 
-from memlens.config import make_policy, registered_policies, run_settings
-from memlens.generate import generate_simple
+from memlens.config.compose import make_policy, run_settings
+from memlens.config.store import registered_policies
 from memlens.oracle import OracleSettings, clear_memo, solve
-from memlens.pipeline import run
+from memlens.runs.pipeline import run
 from memlens.simulator import simulate
-from memlens.trace_io import trace_from_events
+from memlens.trace.generate import generate_simple
+from memlens.trace.io import trace_from_events
 
 NOCACHE = OracleSettings(cache=False)
 BUDGETS = (200, 700, 2500)

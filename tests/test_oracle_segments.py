@@ -14,7 +14,7 @@ from memlens.oracle.model import _walk, build_model
 from memlens.oracle.segments import crossing, cut_points, segmented_lp_upper
 from memlens.oracle.walk import walk_v1
 from memlens.testing import random_events
-from memlens.trace_io import trace_from_events
+from memlens.trace.io import trace_from_events
 
 
 @settings(max_examples=80, deadline=None)
@@ -87,10 +87,10 @@ def test_oracle_n_jobs_is_checked():
 
 
 def test_presolve_solves_each_budget_once_into_the_disk_cache(tmp_path):
-    from memlens.config import DATA_DIR
+    from memlens.config.store import DATA_DIR
     from memlens.oracle.batch import presolve
     from memlens.oracle.solve import clear_memo
-    from memlens.trace_io import load_trace
+    from memlens.trace.io import load_trace
 
     path = str(DATA_DIR / "default" / "agent-small.jsonl.gz")
     tr = load_trace(path)

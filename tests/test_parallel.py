@@ -1,4 +1,4 @@
-"""Sweeps on several worker processes give exactly the serial numbers (memlens.parallel)."""
+"""Sweeps on several worker processes give exactly the serial numbers (memlens._util.parallel)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from memlens.parallel import cores, run_parallel, workers
-from memlens.registry import declared
+from memlens._util.parallel import cores, run_parallel, workers
+from memlens.analyze.registry import declared
 
 MEMLENS = [sys.executable, "-m", "memlens"]
 
@@ -62,12 +62,12 @@ def test_two_workers_give_the_serial_compare_json_bit_for_bit(tmp_path, trace):
 
 
 def sweep_json(trace: Path, n_jobs: int, out: Path) -> list[dict]:
-    """compare.json of a sweep run in this process through memlens.sweep with ``n_jobs``."""
-    from memlens.commands import Row, add_differences, compare_jobs, write_compare
-    from memlens.config import compose_config
-    from memlens.pipeline import load_trace
-    from memlens.settings import resolve
-    from memlens.sweep import execute, plan
+    """compare.json of a sweep run in this process through memlens.runs.sweep with ``n_jobs``."""
+    from memlens.cli.replay import Row, add_differences, compare_jobs, write_compare
+    from memlens.config.compose import compose_config
+    from memlens.config.schema import resolve
+    from memlens.runs.pipeline import load_trace
+    from memlens.runs.sweep import execute, plan
 
     settings = resolve(compose_config("compare", [
         f"trace={trace}", "policies=[lru,rule]", "budgets=[256,1024]", "reference=lru",
@@ -115,7 +115,7 @@ def test_n_jobs_is_refused_before_any_work(tmp_path):
 def test_job_batches_group_a_policy_and_split_when_workers_would_idle():
     from types import SimpleNamespace
 
-    from memlens.sweep import job_batches
+    from memlens.runs.sweep import job_batches
 
     def job(trace, policy):
         return SimpleNamespace(settings=SimpleNamespace(trace=trace), policy_name=policy)

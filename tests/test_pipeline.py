@@ -7,18 +7,18 @@ import json
 import numpy as np
 import pytest
 
-from memlens import pipeline
-from memlens.commands import compare_jobs, job_settings
-from memlens.config import compose_config, run_settings
-from memlens.registry import check_keys, declared, of_kind, summary_columns
-from memlens.report import SCHEMA_VERSION, Section, assemble
-from memlens.settings import resolve
+from memlens.analyze.registry import check_keys, declared, of_kind, summary_columns
+from memlens.analyze.report import SCHEMA_VERSION, Section, assemble
+from memlens.cli.replay import compare_jobs, job_settings
+from memlens.config.compose import compose_config, run_settings
+from memlens.config.schema import resolve
+from memlens.runs import pipeline
 
 SMALL = ["oracle.enabled=false", "mlflow.enabled=false"]
 
 
 def compare_reports(argv: list[str]):
-    from memlens.cli import policy_overrides_to_list
+    from memlens.cli.main import policy_overrides_to_list
 
     settings = resolve(compose_config("compare", policy_overrides_to_list([*SMALL, *argv])))
     for path, name, policy, budget in compare_jobs(settings):
@@ -92,9 +92,9 @@ def test_same_settings_same_numbers_bit_for_bit():
 
 def test_interval_bounds_are_what_mlflow_logs(tmp_path):
     """Every metric with an interval over streams logs ``_ci_low``/``_ci_high`` to MLflow."""
-    from memlens.generate import generate_simple
-    from memlens.trace_io import write_trace
-    from memlens.tracking import interval_metrics
+    from memlens.runs.tracking import interval_metrics
+    from memlens.trace.generate import generate_simple
+    from memlens.trace.io import write_trace
 
     path = tmp_path / "six.jsonl"
     write_trace(path, generate_simple(seed=3, streams=6, events_per_stream=150))

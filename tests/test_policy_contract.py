@@ -16,12 +16,12 @@ from memlens.policies.lru import LRU
 from omegaconf import OmegaConf
 
 from memlens.checker import CHECKS, CheckFailed, check_policy
-from memlens.config import CONF_DIR, registered_policies
+from memlens.config.store import CONF_DIR, registered_policies
 from memlens.policy import OrderedPolicy, Policy, PolicyError
 from memlens.simulator import MOVE_NAMES, simulate
 from memlens.testing import pin, rq, trace, traces, unpin, w
-from memlens.trace import ITEM_TYPES
-from memlens.trace_io import trace_from_events
+from memlens.trace.io import trace_from_events
+from memlens.trace.model import ITEM_TYPES
 
 POLICIES = registered_policies()
 

@@ -11,7 +11,7 @@ from memlens.policies.generative_agents import GenerativeAgents, tfidf_rows
 from memlens.policies.lru import LRU
 from policy_cases import R, Run, W, traces
 
-from memlens.trace_io import trace_from_events
+from memlens.trace.io import trace_from_events
 
 
 def test_relevant_memory_outlives_more_recent_irrelevant_ones():

@@ -13,8 +13,8 @@ from memlens.policies.rule import RuleScorer
 from memlens.policies.window import SlidingWindow
 from policy_cases import NOTE, PIN, UNPIN, NaiveRescan, R, Run, W, traces
 
-from memlens.features import static_value
 from memlens.policy import ADMIT_FETCH
+from memlens.trace.features import static_value
 
 NO_BOOSTS = {"error": 0.0, "conclusion": 0.0, "numbers": 0.0, "identifiers": 0.0,
              "entities": 0.0, "length": 0.0}  # fmt: skip

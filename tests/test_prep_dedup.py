@@ -10,12 +10,12 @@ from memlens.policies.generative_agents import tfidf_rows
 from scipy import sparse
 from sklearn.feature_extraction.text import HashingVectorizer, TfidfVectorizer
 
-from memlens.decision_features import _shared_words, context
-from memlens.features import COUNT_FIELDS, content_features, text_features, unique_texts
-from memlens.learned_model import CompiledForest, ValueScorer
 from memlens.policy import announce_budgets
+from memlens.scorer.decision_features import _shared_words, context
+from memlens.scorer.model import CompiledForest, ValueScorer
 from memlens.testing import rq, trace, traces, w
-from memlens.trace_io import trace_from_events
+from memlens.trace.features import COUNT_FIELDS, content_features, text_features, unique_texts
+from memlens.trace.io import trace_from_events
 
 WORDS = ["Order", "ord_12", "error", "the", "failed", "INV-2024", "x", "Paris", "a.b", "7", ""]
 texts = st.lists(st.lists(st.sampled_from(WORDS), max_size=6).map(" ".join), min_size=1,
@@ -80,8 +80,8 @@ def small_model():
     """A small model of the real feature columns, trained on random rows (cached)."""
     global _SMALL
     if _SMALL is None:
-        from memlens.decision_features import FEATURE_NAMES
-        from memlens.learned_model import LearnedModel
+        from memlens.scorer.decision_features import FEATURE_NAMES
+        from memlens.scorer.model import LearnedModel
 
         rng = np.random.default_rng(0)
         X = rng.normal(size=(600, len(FEATURE_NAMES)))

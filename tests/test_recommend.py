@@ -1,4 +1,4 @@
-"""The recommendation (memlens.recommend) on hand-made rows, and `memlens compare reference=` /
+"""The recommendation (memlens.analyze.recommend) on hand-made rows, and `memlens compare reference=` /
 `memlens recommend` end to end on a small generated trace."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from test_cli import memlens
 
-from memlens.recommend import Choice, pareto_front, ranked, recommend
-from memlens.stats import StatsConfig
+from memlens.analyze.recommend import Choice, pareto_front, ranked, recommend
+from memlens.analyze.stats import StatsConfig
 
 N = 8  # streams of the hand-made rows
 CHOICE = Choice("request_success", 0.6, "total_cost_usd")
@@ -66,9 +66,9 @@ def test_settings_on_the_very_same_point_are_one_front_entry():
 
 
 def test_the_oracle_is_not_a_candidate():
-    from memlens.commands import candidates
-    from memlens.config import compose_config
-    from memlens.settings import resolve
+    from memlens.cli.replay import candidates
+    from memlens.config.compose import compose_config
+    from memlens.config.schema import resolve
 
     settings = candidates(resolve(compose_config("recommend", ["target=0.5"])))
     assert "oracle" not in settings.policies and "lru" in settings.policies
@@ -182,7 +182,8 @@ def test_a_reference_that_is_not_compared_exits_2_before_anything_runs(tmp_path)
 )
 def test_bad_settings_exit_2_with_one_line(capsys, command, args, message):
     """The pre-validation `memlens <command>` runs before Hydra starts (in process)."""
-    from memlens import cli, commands
+    from memlens.cli import main as cli
+    from memlens.cli import replay as commands
 
     check = getattr(commands, f"check_{command}")
     with pytest.raises(SystemExit) as exit_:

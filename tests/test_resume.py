@@ -1,4 +1,4 @@
-"""Rerunning a sweep skips the jobs it finished; a job that crashes fails alone (memlens.sweep)."""
+"""Rerunning a sweep skips the jobs it finished; a job that crashes fails alone (memlens.runs.sweep)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from memlens import resume
-from memlens.report import Report
+from memlens.analyze.report import Report
+from memlens.runs import resume
 
 CRASH_POLICY = '''
 import os
@@ -106,12 +106,12 @@ def test_a_crashing_job_is_failed_in_mlflow_and_the_sweep_goes_on(tmp_path, trac
 
 
 def test_in_process_sweep_skips_what_it_finished_and_survives_a_crash(tmp_path, monkeypatch):
-    """The same two properties, fast: memlens.sweep.execute with one worker, in this process."""
-    from memlens import sweep as sweep_mod
-    from memlens.commands import compare_jobs
-    from memlens.config import compose_config
-    from memlens.pipeline import load_trace
-    from memlens.settings import resolve
+    """The same two properties, fast: memlens.runs.sweep.execute with one worker, in this process."""
+    from memlens.cli.replay import compare_jobs
+    from memlens.config.compose import compose_config
+    from memlens.config.schema import resolve
+    from memlens.runs import sweep as sweep_mod
+    from memlens.runs.pipeline import load_trace
 
     monkeypatch.setenv("MEMLENS_CACHE", str(tmp_path / "cache"))
     settings = resolve(compose_config("compare", ["policies=[lru,window]", "budgets=[256,1024]",
@@ -140,8 +140,8 @@ def test_in_process_sweep_skips_what_it_finished_and_survives_a_crash(tmp_path, 
 
 
 def test_a_stored_report_comes_back_equal(tmp_path):
-    from memlens.config import run_settings
-    from memlens.pipeline import run
+    from memlens.config.compose import run_settings
+    from memlens.runs.pipeline import run
 
     settings = run_settings(["policy=rule", "budget=1024", "mlflow.enabled=false"])
     _, report = run(settings)
@@ -158,7 +158,7 @@ def test_a_stored_report_comes_back_equal(tmp_path):
 def test_the_key_changes_with_settings_trace_and_code(monkeypatch):
     from dataclasses import replace
 
-    from memlens.config import run_settings
+    from memlens.config.compose import run_settings
 
     settings = run_settings(["policy=lru"])
     key = resume.job_key(settings, "t" * 64)
@@ -172,7 +172,7 @@ def test_the_key_changes_with_settings_trace_and_code(monkeypatch):
 def test_a_relative_local_store_counts_by_its_folder(tmp_path, monkeypatch):
     from dataclasses import replace
 
-    from memlens.config import run_settings
+    from memlens.config.compose import run_settings
 
     settings = run_settings(["policy=lru"])  # mlflow.tracking_uri=sqlite:///mlflow.db
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
@@ -189,8 +189,8 @@ def test_the_key_changes_when_a_named_model_file_is_retrained_in_place(tmp_path)
     """A learned model rewritten at the same path is a new job, not a finished one."""
     import shutil
 
-    from memlens.config import run_settings
-    from memlens.learned_model import DEFAULT_MODEL
+    from memlens.config.compose import run_settings
+    from memlens.scorer.model import DEFAULT_MODEL
 
     model = tmp_path / "m.txt"
     shutil.copy(DEFAULT_MODEL, model)

@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 from memlens.policies.lru import LRU
 from memlens.policies.window import SlidingWindow
 
-from memlens.embeddings import EmbeddingsConfig, embed_trace
-from memlens.metrics import compute_metrics
+from memlens.analyze.metrics import compute_metrics
 from memlens.retrieval.config import (
     FilterConfig,
     HnswConfig,
@@ -25,9 +24,10 @@ from memlens.retrieval.config import (
     RerankConfig,
     RetrievalConfig,
 )
+from memlens.retrieval.embeddings import EmbeddingsConfig, embed_trace
 from memlens.retrieval.setup import make_retriever, replay_with_retrieval
-from memlens.tiers import TiersConfig
-from memlens.trace import ITEM_TYPES
+from memlens.retrieval.tiers import TiersConfig
+from memlens.trace.model import ITEM_TYPES
 
 E1, E2, E12 = [1.0, 0.0], [0.0, 1.0], [0.6, 0.8]
 
@@ -229,8 +229,8 @@ def test_modeled_latency_counts_tiers_searched():
 
 
 def test_same_config_same_numbers(tmp_path):
-    from memlens.generate import generate_simple
-    from memlens.trace_io import trace_from_events
+    from memlens.trace.generate import generate_simple
+    from memlens.trace.io import trace_from_events
 
     tr = trace_from_events(generate_simple(seed=3, streams=2, events_per_stream=300))
     outs = []
@@ -260,10 +260,10 @@ def test_invariants_on_random_traces(seed, wm, budget, stc, promote, prefetch, t
     """Whatever the settings: retrieved tokens fit the budget, retrieved items come from the
     request's stream, pass the pre-filter and were not in WM, and the assembled context holds
     at least what WM held."""
-    from memlens.compression import CompressionConfig
-    from memlens.embeddings import Embeddings
-    from memlens.generate import generate_simple
-    from memlens.trace_io import trace_from_events
+    from memlens.retrieval.compression import CompressionConfig
+    from memlens.retrieval.embeddings import Embeddings
+    from memlens.trace.generate import generate_simple
+    from memlens.trace.io import trace_from_events
 
     tr = trace_from_events(generate_simple(seed=seed, streams=2, events_per_stream=80))
     rng = np.random.default_rng(seed)

@@ -8,11 +8,10 @@ from helpers import rq, trace, w
 from memlens.policies.lru import LRU
 from memlens.policies.window import SlidingWindow
 
-from memlens.compression import CompressionConfig
-from memlens.embeddings import EmbeddingError, EmbeddingsConfig, embed_trace
-from memlens.generate import generate_simple
-from memlens.metrics import compute_metrics
+from memlens.analyze.metrics import compute_metrics
+from memlens.retrieval.compression import CompressionConfig
 from memlens.retrieval.config import RetrievalConfig
+from memlens.retrieval.embeddings import EmbeddingError, EmbeddingsConfig, embed_trace
 from memlens.retrieval.setup import (
     build_retriever,
     live_hook,
@@ -20,9 +19,10 @@ from memlens.retrieval.setup import (
     retrieval_section,
     stored_tokens_saved,
 )
+from memlens.retrieval.tiers import TiersConfig
 from memlens.simulator import simulate
-from memlens.tiers import TiersConfig
-from memlens.trace_io import load_trace, write_trace
+from memlens.trace.generate import generate_simple
+from memlens.trace.io import load_trace, write_trace
 
 TRACE_VECTORS = EmbeddingsConfig(kind="trace", cache=False)
 TEXTS = trace(

@@ -11,7 +11,7 @@ import pytest
 jsonschema = pytest.importorskip("jsonschema")
 
 import memlens  # noqa: E402
-from memlens.config import DATA_DIR  # noqa: E402
+from memlens.config.store import DATA_DIR  # noqa: E402
 
 SCHEMA_PATH = Path(memlens.__file__).parent / "schema" / "trace-v1.schema.json"
 

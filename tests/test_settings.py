@@ -1,6 +1,6 @@
 """Typed settings: every bad setting stops a command before it starts (exit 2, one line).
 
-These run in-process through Hydra's compose API (``memlens.cli.validate`` is what the
+These run in-process through Hydra's compose API (``memlens.config.app.validate`` is what the
 command line runs before launching); ``tests/test_cli.py`` checks a few end to end.
 """
 
@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from memlens.cli import policy_overrides_to_list, validate
-from memlens.commands import check_compare, check_simulate
-from memlens.config import policy_config, registered_policies, run_settings
-from memlens.settings import CompareConfig, RunConfig, policy_schema
+from memlens.cli.main import policy_overrides_to_list
+from memlens.cli.replay import check_compare, check_simulate
+from memlens.config.app import validate
+from memlens.config.compose import policy_config, run_settings
+from memlens.config.schema import CompareConfig, RunConfig, policy_schema
+from memlens.config.store import registered_policies
 
 
 def rejected(capsys, config: str, argv: list[str]) -> str:
@@ -122,8 +124,8 @@ def test_compare_argument_rewrite_keeps_values_intact():
     out = policy_overrides_to_list(argv)
     assert out[:2] == ["budgets=[1]", "seed=1"]
     assert out[2] == "policy_overrides=['policy.a=0.5','+policy.b=\\'x y\\'']"
-    from memlens.config import compose_config
-    from memlens.settings import resolve
+    from memlens.config.compose import compose_config
+    from memlens.config.schema import resolve
 
     settings = resolve(compose_config("compare", out))
     assert isinstance(settings, CompareConfig)

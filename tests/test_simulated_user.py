@@ -12,11 +12,11 @@ from hydra.core.config_store import ConfigStore
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memlens.feedback import Feedback, FeedbackStore, with_feedback
-from memlens.simulated_user import SimulatedUserConfig, last_need_event, simulate_user
+from memlens.learn.feedback import Feedback, FeedbackStore, with_feedback
+from memlens.learn.simulated_user import SimulatedUserConfig, last_need_event, simulate_user
 from memlens.simulator import simulate
 from memlens.testing import random_events, rq, trace, traces, w
-from memlens.trace_io import trace_from_events
+from memlens.trace.io import trace_from_events
 
 PERFECT = SimulatedUserConfig(interventions_per_100_events=100.0, precision=1.0, recall=1.0)
 

@@ -11,9 +11,9 @@ from helpers import annotate, pin, rq, trace, unpin, w
 from memlens.policies.lru import LRU
 from memlens.policies.window import SlidingWindow
 
-from memlens.metrics import compute_metrics, per_request_table
+from memlens.analyze.metrics import compute_metrics, per_request_table
 from memlens.simulator import MOVE_NAMES, MoveKind, RequestHook, simulate
-from memlens.trace import EVENT_KINDS, EventKind
+from memlens.trace.model import EVENT_KINDS, EventKind
 
 ENGINES = ["reference", "fast"]
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memlens.stability import agreement, compare_rows, ranking_stability, stability_lines
+from memlens.analyze.stability import agreement, compare_rows, ranking_stability, stability_lines
 
 
 def _rows(trace: str, budget: int, rates: dict[str, float]) -> list[dict]:

@@ -1,4 +1,4 @@
-"""report.html (memlens.static_report): self-contained, hand-counted marks, escaped text, and
+"""report.html (memlens.present.static_report): self-contained, hand-counted marks, escaped text, and
 opened in the browser without running anything."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from memlens.runs.writers import RESULT_FILES
 from memlens.ui.sample import XSS_IMG, XSS_SCRIPT, make_sample_runs
-from memlens.writers import RESULT_FILES
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ EVIL_REQ = "<script>document.title = 2</script>"
 def evil(tmp_path_factory) -> Path:
     """A run whose item and request ids (shown in the report) are markup."""
     from memlens.testing import rq, w
-    from memlens.trace_io import write_trace
+    from memlens.trace.io import write_trace
     from memlens.ui.sample import write_run_folder
 
     root = tmp_path_factory.mktemp("evil")

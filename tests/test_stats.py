@@ -1,4 +1,4 @@
-"""Intervals over streams (memlens.stats): coverage, pairing, determinism, the few-streams note,
+"""Intervals over streams (memlens.analyze.stats): coverage, pairing, determinism, the few-streams note,
 agreement with scipy, and the per-stream parts every decomposable metric declares."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import pytest
 from helpers import random_events, trace
 from scipy import stats as sps
 
-from memlens import pipeline
-from memlens.config import run_settings
-from memlens.registry import combine, declared, decomposable
-from memlens.stats import StatsConfig, difference, interval, resample_counts
-from memlens.table import interval_cell
+from memlens.analyze.registry import combine, declared, decomposable
+from memlens.analyze.stats import StatsConfig, difference, interval, resample_counts
+from memlens.config.compose import run_settings
+from memlens.present.table import interval_cell
+from memlens.runs import pipeline
 
 SMALL = ["oracle.enabled=false", "mlflow.enabled=false"]
 
@@ -156,7 +156,7 @@ def test_bundled_default_trace_gets_real_intervals():
 
 
 def test_interval_cells():
-    from memlens.stats import Interval
+    from memlens.analyze.stats import Interval
 
     iv = Interval(0.021, 0.004, 0.038, "percentile", 0.95, 10)
     assert interval_cell("hit_rate", iv, signed=True) == "+0.021 [0.004, 0.038] *"

@@ -12,13 +12,13 @@ from helpers import pin, rq, trace, w
 from memlens.policies.lru import LRU
 from memlens.policies.window import SlidingWindow
 
-from memlens.embeddings import Embeddings
-from memlens.generate import generate_simple
 from memlens.retrieval.config import HnswConfig, RetrievalConfig
+from memlens.retrieval.embeddings import Embeddings
 from memlens.retrieval.setup import make_retriever, replay_with_retrieval
+from memlens.retrieval.tiers import TIER_NAMES, TiersConfig, replay_tiers
 from memlens.simulator import simulate
-from memlens.tiers import TIER_NAMES, TiersConfig, replay_tiers
-from memlens.trace_io import trace_from_events
+from memlens.trace.generate import generate_simple
+from memlens.trace.io import trace_from_events
 
 
 def moves(tr, log) -> list[tuple[str, str, str]]:
@@ -121,7 +121,7 @@ def test_retrieval_refreshes_stc_lru_order():
         rq("r", "d", meta={"embedding": [1, 0]}),  # retrieves a (sim 1 > 0.5): STC order b, a
         w("e", 4, meta={"embedding": [0, 1]}),  # c -> STC: overflow evicts the oldest
     )  # fmt: skip
-    from memlens.embeddings import EmbeddingsConfig, embed_trace
+    from memlens.retrieval.embeddings import EmbeddingsConfig, embed_trace
 
     emb = embed_trace(tr, EmbeddingsConfig(kind="trace", cache=False))
     out = {}

@@ -27,13 +27,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memlens import trace_io
-from memlens.generate import generate_simple
-from memlens.idtable import IdTable
-from memlens.packed import PackedJSON, PackedStrings, StringLists, StringsBuilder, TakenStrings
 from memlens.testing import random_events, rq, traces, w
-from memlens.trace import Trace
-from memlens.trace_io import MAX_DEPTH, MAX_TOKENS, TraceError, load_trace, trace_from_events
+from memlens.trace import io as trace_io
+from memlens.trace.generate import generate_simple
+from memlens.trace.idtable import IdTable
+from memlens.trace.io import TraceError, load_trace, trace_from_events
+from memlens.trace.limits import MAX_DEPTH, MAX_TOKENS
+from memlens.trace.model import Trace
+from memlens.trace.packed import (
+    PackedJSON,
+    PackedStrings,
+    StringLists,
+    StringsBuilder,
+    TakenStrings,
+)
 
 MEMLENS = str(Path(sys.executable).parent / "memlens")
 GOOD = [w("a", 3, "user_input", stream="s", t=1), w("b", 5, stream="s", t=2),
@@ -195,7 +202,7 @@ def test_a_line_longer_than_the_limit_names_its_line(tmp_path):
 
 
 def test_the_default_line_limit_is_a_module_setting(tmp_path, monkeypatch):
-    from memlens import trace_lines
+    from memlens.trace import lines as trace_lines
 
     path = write_bytes(tmp_path / "t.jsonl", lines_of(GOOD))
     monkeypatch.setattr(trace_lines, "MAX_LINE_BYTES", 20)
@@ -217,8 +224,8 @@ def test_directories_fifos_and_devices_are_refused_before_reading(tmp_path):
 
 
 def run_settings(path: Path, cache: bool):
-    from memlens.config import compose_config
-    from memlens.settings import register_configs, resolve
+    from memlens.config.compose import compose_config
+    from memlens.config.schema import register_configs, resolve
 
     register_configs()
     cfg = compose_config("simulate", [f"trace={path}", "mlflow.enabled=false",
@@ -247,7 +254,7 @@ def bad_traces(tmp_path: Path) -> dict[str, tuple[Path, int]]:
 
 @pytest.mark.parametrize("cache", [False, True])
 def test_the_run_loader_refuses_every_bad_trace_and_caches_nothing(tmp_path, monkeypatch, cache):
-    from memlens import pipeline
+    from memlens.runs import pipeline
 
     monkeypatch.setenv("MEMLENS_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(pipeline, "_TRACES", {})

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from memlens.checker import random_events
-from memlens.trace import Trace
-from memlens.trace_cache import entry_path, load_trace_cached
-from memlens.trace_io import TraceError, load_trace, write_trace
+from memlens.trace.cache import entry_path, load_trace_cached
+from memlens.trace.io import TraceError, load_trace, write_trace
+from memlens.trace.model import Trace
 
 
 def same_trace(a: Trace, b: Trace) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gzip
 
 from memlens.testing import rq, w
-from memlens.trace_io import load_trace, trace_from_events, write_trace
+from memlens.trace.io import load_trace, trace_from_events, write_trace
 
 EVENTS = [w("a", 3, "user_input", stream="s"), w("b", 5, stream="s"), rq("q", "a", stream="s")]
 

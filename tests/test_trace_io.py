@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memlens.trace import ITEM_TYPES, REQUEST, WRITE
-from memlens.trace_io import TraceError, load_trace, trace_from_events, write_trace
+from memlens.trace.io import TraceError, load_trace, trace_from_events, write_trace
+from memlens.trace.model import ITEM_TYPES, REQUEST, WRITE
 
 GOOD = [
     {"event": "write", "id": "m1", "tokens": 5, "type": "user_input", "stream": "s1", "t": 0},
@@ -404,7 +404,7 @@ def test_file_and_in_memory_builders_agree(tmp_path_factory, events):
 # ------------------------------------------------------- compact columns, exactly
 @given(valid_traces(), st.booleans())
 def test_loaded_columns_read_like_the_lists_they_replace(tmp_path_factory, events, spill):
-    from memlens import trace_io
+    from memlens.trace import io as trace_io
 
     path = tmp_path_factory.mktemp("pk") / "t.jsonl"
     write_trace(path, events)
@@ -427,7 +427,7 @@ def test_loaded_columns_read_like_the_lists_they_replace(tmp_path_factory, event
 def test_to_arrays_and_back_is_the_same_trace(events):
     from dataclasses import fields
 
-    from memlens.trace import Trace
+    from memlens.trace.model import Trace
 
     tr = trace_from_events(events, source="a")
     back = Trace.from_arrays(*tr.to_arrays(), "a")

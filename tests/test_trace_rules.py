@@ -1,4 +1,4 @@
-"""The bulk parser's compiled whole-trace rules (memlens.trace_rules) against plain Python."""
+"""The bulk parser's compiled whole-trace rules (memlens.trace.bulk.rules) against plain Python."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memlens import trace_rules
+from memlens.trace.bulk import rules as trace_rules
 
 
 def packed(strings: list[str]) -> tuple[np.ndarray, np.ndarray]:

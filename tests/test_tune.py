@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from memlens.config import compose_config, policy_config
-from memlens.settings import build_policy, policy_kwargs, policy_schema, resolve
-from memlens.tune import INFEASIBLE, Score, overrides_of, tune, tuned_yaml
+from memlens.config.compose import compose_config, policy_config
+from memlens.config.schema import build_policy, policy_kwargs, policy_schema, resolve
+from memlens.learn.tune import INFEASIBLE, Score, overrides_of, tune, tuned_yaml
 
 SMALL = ["split=tiny", "budget=512", "n_trials=3", "seed=7", "mlflow.enabled=false"]
 

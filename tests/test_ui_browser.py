@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from memlens.feedback import FeedbackStore
+from memlens.learn.feedback import FeedbackStore
 from memlens.ui.sample import make_sample_runs
 from memlens.ui.server import UiConfig, running
 

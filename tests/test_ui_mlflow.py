@@ -8,9 +8,9 @@ import urllib.request
 
 from mlflow.tracking import MlflowClient
 
-from memlens import commands
-from memlens.config import compose_config
-from memlens.trace_io import write_trace
+from memlens.cli import replay as commands
+from memlens.config.compose import compose_config
+from memlens.trace.io import write_trace
 from memlens.ui.sample import sample_events
 from memlens.ui.server import UiConfig, running
 

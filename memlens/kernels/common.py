@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memlens.simulator import SimResult
-from memlens.trace import EventKind, Trace
+from memlens.trace.model import EventKind, Trace
 
 
 @dataclass

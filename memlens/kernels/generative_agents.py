@@ -54,7 +54,7 @@ import numpy as np
 from memlens.kernels.common import result, timed
 from memlens.kernels.scantree import GENERATIVE_AGENTS, replay_scan, scan_arguments
 from memlens.kernels.simd import TERM_PAD
-from memlens.trace import Trace
+from memlens.trace.model import Trace
 
 _CSR_KEY = "_memlens_tfidf_csr"
 

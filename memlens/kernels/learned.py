@@ -45,7 +45,7 @@ from memlens.kernels.rule import (
     sim_state,
 )
 from memlens.simulator import MoveKind
-from memlens.trace import EventKind, Trace
+from memlens.trace.model import EventKind, Trace
 
 ABSENT = 0
 NEVER = 1 << 62  # no timed row left: the due event of an exhausted stream

@@ -31,7 +31,7 @@ from memlens.kernels.intheap import (
 )
 from memlens.kernels.moves import first_resident, log_move
 from memlens.simulator import MoveKind
-from memlens.trace import EventKind, Trace
+from memlens.trace.model import EventKind, Trace
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

@@ -25,7 +25,7 @@ import numpy as np
 from memlens.kernels.common import outputs, result, timed
 from memlens.kernels.moves import first_resident, log_move
 from memlens.simulator import MoveKind
-from memlens.trace import EventKind, Trace
+from memlens.trace.model import EventKind, Trace
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

@@ -23,7 +23,7 @@ import numpy as np
 
 from memlens.kernels.common import result, timed
 from memlens.kernels.scantree import MEMORYBANK, replay_scan, scan_arguments
-from memlens.trace import Trace
+from memlens.trace.model import Trace
 
 
 def strengths(policy, max_uses: int) -> np.ndarray:

@@ -27,7 +27,7 @@ import numpy as np
 
 from memlens.kernels.common import result, timed
 from memlens.kernels.scantree import MEMORYOS_HEAT, replay_scan, scan_arguments
-from memlens.trace import Trace
+from memlens.trace.model import Trace
 
 
 def _sign(w: float) -> float:

@@ -34,7 +34,7 @@ from memlens.kernels.intheap import (
 from memlens.kernels.moves import first_resident, log_move
 from memlens.policy import PolicyError
 from memlens.simulator import MoveKind
-from memlens.trace import EventKind, Trace
+from memlens.trace.model import EventKind, Trace
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -150,15 +150,6 @@ def _replay(tr, plan, budget, demand_fetch, out, mv, h, st):
     return m
 
 
-def _plans(policy, trace: Trace, budget: int, demand_fetch: bool) -> list:
-    """The plans ``Oracle.reset`` uses: the given ones, or the solver's with the run's settings."""
-    if policy._plans is not None:
-        return policy._plans
-    from memlens.oracle import OracleSettings, solve
-
-    return solve(trace, budget, demand_fetch, policy._settings or OracleSettings()).plans
-
-
 def plan_arrays(trace: Trace, plans: list) -> tuple:
     """The plans as the kernel reads them: ``(keep per event, keep per group_items entry, first
     use per item, next use per group_items entry, never)``."""
@@ -234,9 +225,16 @@ def _warm_up(args: tuple) -> None:
 
 
 def replay(policy, trace: Trace, budget: int, demand_fetch: bool, seed: int):
-    """The ``oracle`` kernel (``memlens.policy.KERNELS``): the reference result of ``Oracle``,
-    or its :class:`PolicyError` when the plan is infeasible."""
-    plan = plan_arrays(trace, _plans(policy, trace, budget, demand_fetch))
+    """The ``oracle`` kernel: the reference result of ``Oracle`` (the plans its
+    ``plans_for`` gives), or its :class:`PolicyError` when the plan is infeasible."""
+    return replay_plans(trace, policy.plans_for(trace, budget, demand_fetch), budget, demand_fetch,
+                        policy.name)  # fmt: skip
+
+
+def replay_plans(trace: Trace, plans: list, budget: int, demand_fetch: bool,
+                 name: str = "oracle"):  # fmt: skip
+    """Replay per-stream keep plans as ``policy=oracle`` does (the solver's ``oracle_lower``)."""
+    plan = plan_arrays(trace, plans)
     out = outputs(trace, demand_fetch)
     arrays = out.arrays()
     base = stream_regions(trace.item_stream, trace.n_streams)
@@ -251,4 +249,4 @@ def replay(policy, trace: Trace, budget: int, demand_fetch: bool, seed: int):
         raise PolicyError(f"oracle: stream {s} over budget at event {int(fail[s])} with only "
                           "protected items resident (the plan is infeasible; this is a bug in "
                           "memlens.oracle)")  # fmt: skip
-    return result(out, moves, policy.name, budget, demand_fetch, wall)
+    return result(out, moves, name, budget, demand_fetch, wall)

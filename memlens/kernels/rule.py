@@ -28,11 +28,11 @@ import math
 import numba
 import numpy as np
 
-from memlens.features import static_value
 from memlens.kernels.common import outputs, result, timed, trace_arrays
 from memlens.kernels.heap import heap_remove, heap_set, new_heap
 from memlens.simulator import MoveKind
-from memlens.trace import ANNOTATE, ITEM_TYPES, EventKind, Trace
+from memlens.trace.features import static_value
+from memlens.trace.model import ANNOTATE, ITEM_TYPES, EventKind, Trace
 
 N_TYPES = len(ITEM_TYPES)
 STATIC = N_TYPES  # the lane of constant values, as in the class

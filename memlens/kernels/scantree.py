@@ -59,7 +59,7 @@ from memlens.kernels.simd import (
     term_masks,
 )
 from memlens.simulator import MoveKind
-from memlens.trace import EventKind, Trace
+from memlens.trace.model import EventKind, Trace
 
 MEMORYBANK, MEMORYOS_HEAT, GENERATIVE_AGENTS = 0, 1, 2
 NO_REC = np.iinfo(np.int64).max  # the recency rank of an empty node

@@ -2,12 +2,13 @@
 
 ``solve(trace, budget, demand_fetch)`` gives, per stream and summed, ``upper`` (no policy of the
 class can score more hits) and ``lower`` (hits of a schedule the simulator replays as
-``policy=oracle``).  ``memlens.oracle.report`` turns them into the ``oracle`` section of
+``policy=oracle``).  ``memlens.analyze.oracle_report`` turns them into the ``oracle`` section of
 metrics.json and the ``oracle_upper`` / ``regret`` columns.  See docs/oracle.md.
 """
 
 from memlens.oracle.bounds import OracleSolveError
-from memlens.oracle.solve import OracleResult, OracleSettings, StreamBound, clear_memo, solve
+from memlens.oracle.result import OracleResult, StreamBound
+from memlens.oracle.solve import OracleSettings, clear_memo, solve
 
 __all__ = [
     "OracleResult",

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from memlens._util.parallel import run_parallel
 from memlens.oracle import cache
 from memlens.oracle.solve import _MEMO, OracleSettings, solve
-from memlens.parallel import run_parallel
 
 
 def _solve_one(task: tuple) -> object:
     path, trace_cache, budget, demand_fetch, settings = task
-    from memlens.trace_cache import load_trace_cached
+    from memlens.trace.cache import load_trace_cached
 
     trace = load_trace_cached(path, enabled=trace_cache)
     return solve(trace, budget, demand_fetch, settings)

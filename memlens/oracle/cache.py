@@ -1,6 +1,6 @@
 """On-disk cache of oracle results, so a sweep over policies solves each bound once.
 
-One entry per key (``memlens.safecache``: numbers and JSON only, checksummed): the per-stream
+One entry per key (``memlens._util.safecache``: numbers and JSON only, checksummed): the per-stream
 numbers as JSON metadata plus the plans the oracle policy replays as arrays.  The key hashes the
 trace content (``Trace.sha256``), its pins (``Trace.pin_keys``), the budget, demand fetch, the
 solver settings, ``FORMAT`` and the storage format; bump ``FORMAT`` whenever a change to the
@@ -16,9 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from memlens import safecache
-from memlens.cachedir import cache_dir as shared_cache_dir
-from memlens.trace import Trace
+from memlens._util import safecache
+from memlens._util.cachedir import cache_dir as shared_cache_dir
+from memlens.oracle.result import OracleResult, StreamBound
+from memlens.trace.model import Trace
 
 FORMAT = 2  # 2: MILP dual bound may tighten the upper bound of small streams
 KIND = "oracle"
@@ -60,8 +61,6 @@ def load(cache_dir: str, k: str):
 
 
 def _decode(arrays: dict, meta: dict):
-    from memlens.oracle.solve import OracleResult, StreamBound
-
     ptr, ev, item = arrays["plan_ptr"], arrays["plan_event"], arrays["plan_item"]
     n = len(meta["streams"])
     if ptr.shape != (n + 1,) or ev.shape != item.shape or ptr[0] != 0 or ptr[-1] != ev.size:

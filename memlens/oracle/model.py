@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from memlens.trace import PIN, REQUEST, UNPIN, WRITE, Trace
+from memlens.trace.model import PIN, REQUEST, UNPIN, WRITE, Trace
 
 
 @dataclass

@@ -22,11 +22,12 @@ the trace's content hash, its pins, the budget, demand fetch and the settings.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 
 import numpy as np
 
+from memlens._util.values import number
 from memlens.oracle import cache
 from memlens.oracle.bounds import (
     OracleSolveError,
@@ -35,10 +36,10 @@ from memlens.oracle.bounds import (
     relaxed_upper,
 )
 from memlens.oracle.model import build_model, keep_pairs, schedule_load_ok
+from memlens.oracle.result import OracleResult, StreamBound
 from memlens.oracle.rounding import round_schedule
 from memlens.oracle.segments import segmented_lp_upper
-from memlens.setting_values import number
-from memlens.trace import Trace
+from memlens.trace.model import Trace
 
 METHODS = ("auto", "lp", "segmented", "relaxed")
 
@@ -84,48 +85,6 @@ class OracleSettings:
         return d
 
 
-@dataclass
-class StreamBound:
-    upper: int
-    lower: int
-    references: int
-    upper_method: str  # lp | milp (HiGHS dual bound, small streams) | relaxed
-    lower_method: str  # milp | lp-round | belady
-    gaps: int
-    solve_s: float
-    segments: int = 1  # LPs the upper bound was solved as (memlens.oracle.segments)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass
-class OracleResult:
-    budget: int
-    demand_fetch: bool
-    streams: list[StreamBound]
-    plans: list[np.ndarray] = field(repr=False)  # per stream (n, 2): anchor event, item
-    wall_s: float = 0.0
-    from_cache: bool = False  # not computed by this call (process memo or disk cache)
-
-    @property
-    def upper(self) -> int:
-        return sum(s.upper for s in self.streams)
-
-    @property
-    def lower(self) -> int:
-        return sum(s.lower for s in self.streams)
-
-    @property
-    def references(self) -> int:
-        return sum(s.references for s in self.streams)
-
-    @property
-    def upper_method(self) -> str:
-        used = sorted({s.upper_method for s in self.streams if s.references})
-        return "+".join(used) if used else "lp"
-
-
 _MEMO: dict[str, OracleResult] = {}
 
 
@@ -161,10 +120,9 @@ def _stream_hits(trace: Trace, need_hit: np.ndarray) -> np.ndarray:
 
 
 def _replay(trace: Trace, plans: list[np.ndarray], budget: int, demand_fetch: bool) -> np.ndarray:
-    from memlens.policies.oracle import Oracle
-    from memlens.simulator import simulate
+    from memlens.kernels.oracle import replay_plans  # compiled on first use
 
-    res = simulate(trace, Oracle(plans=plans), budget, demand_fetch, progress=False)
+    res = replay_plans(trace, plans, budget, demand_fetch)
     return _stream_hits(trace, res.need_hit)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from memlens.trace import PIN, REQUEST, UNPIN, WRITE, Trace
+from memlens.trace.model import PIN, REQUEST, UNPIN, WRITE, Trace
 
 _SCRATCH: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 

@@ -2,7 +2,7 @@
 
 For each request (``retrieval.enabled``; what retrieval does is a
 :class:`memlens.retrieval.config.RetrievalConfig`, the short-term cache and the configured
-latencies a :class:`memlens.tiers.TiersConfig`):
+latencies a :class:`memlens.retrieval.tiers.TiersConfig`):
 
 1. the query vector (``memlens.retrieval.query``);
 2. the pre-filter: same stream always; same task, item types and a time window optionally.
@@ -34,19 +34,19 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from memlens.compression import LOSSY, NONE, POINTER, Compressor
-from memlens.embeddings import Embeddings
+from memlens.retrieval.compression import LOSSY, NONE, POINTER, Compressor
 from memlens.retrieval.config import RetrievalConfig
+from memlens.retrieval.embeddings import Embeddings
 from memlens.retrieval.index import LongTermIndex, Prefilter, top_k
 from memlens.retrieval.query import plan_requests, query_vectors
+from memlens.retrieval.tiers import LTS, STC, WM, TierLog, TiersConfig, TierState, merged_schedule
 from memlens.simulator import SimResult
-from memlens.tiers import LTS, STC, WM, TierLog, TiersConfig, TierState, merged_schedule
-from memlens.trace import ITEM_TYPES, Trace
+from memlens.trace.model import ITEM_TYPES, Trace
 
 
 @dataclass
 class RetrievalRecord:
-    """What retrieval did at each request; ``memlens.metrics`` turns it into numbers."""
+    """What retrieval did at each request; ``memlens.analyze.metrics`` turns it into numbers."""
 
     ret_ptr: np.ndarray  # int64 [R + 1]: retrieved entries of request r are [ptr[r], ptr[r+1])
     ret_item: np.ndarray  # int32

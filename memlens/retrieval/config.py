@@ -2,7 +2,7 @@
 
 These dataclasses are the schema Hydra checks (types, defaults, unknown keys) when a command's
 config is composed, and the objects the retrieval engine reads: there is no second mapping.
-Range checks run in ``__post_init__``, i.e. when ``memlens.settings.resolve`` turns the
+Range checks run in ``__post_init__``, i.e. when ``memlens.config.schema.resolve`` turns the
 composed config into objects, before any work starts.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memlens.setting_values import number
-from memlens.trace import ITEM_TYPES
+from memlens._util.values import number
+from memlens.trace.model import ITEM_TYPES
 
 
 @dataclass

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memlens.features import DEFAULT_TYPE_BASE
 from memlens.retrieval.config import QueryConfig
-from memlens.trace import ITEM_TYPES, REQUEST, WRITE, Trace
+from memlens.trace.features import DEFAULT_TYPE_BASE
+from memlens.trace.model import ITEM_TYPES, REQUEST, WRITE, Trace
 
 
 @dataclass
@@ -80,11 +80,11 @@ def query_vectors(
 def static_values(trace: Trace) -> np.ndarray:
     """A value in [0, 1] per item for the rerank's value term and value-based compression.
 
-    Uses ``memlens.features.static_value`` (type base + content and cost boosts, the rule
+    Uses ``memlens.trace.features.static_value`` (type base + content and cost boosts, the rule
     scorer's time-independent value) when that module exists, else the type base value.
     """
     try:
-        from memlens.features import static_value
+        from memlens.trace.features import static_value
     except ImportError:  # the features module is optional for retrieval
         static_value = None
     if static_value is not None:

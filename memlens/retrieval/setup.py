@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from memlens.compression import CompressionConfig, Compressor
-from memlens.embeddings import Embeddings, EmbeddingsConfig, embed_trace
 from memlens.retrieval.assemble import (
     LiveRetrieval,
     RetrievalRecord,
     Retriever,
     retrieve_post_hoc,
 )
+from memlens.retrieval.compression import CompressionConfig, Compressor
 from memlens.retrieval.config import RetrievalConfig
+from memlens.retrieval.embeddings import Embeddings, EmbeddingsConfig, embed_trace
 from memlens.retrieval.query import static_values
+from memlens.retrieval.tiers import LTS, TierLog, TiersConfig
 from memlens.simulator import SimResult, simulate
-from memlens.tiers import LTS, TierLog, TiersConfig
-from memlens.trace import Trace
+from memlens.trace.model import Trace
 
 
 def build_retriever(

@@ -13,9 +13,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
-from memlens.feedback import FeedbackError, FeedbackStore
+from memlens.learn.feedback import FeedbackError, FeedbackStore
 from memlens.ui import queries
 from memlens.ui.runs import RunAccessError, local_runs, mlflow_runs, resolve_run
+from memlens.ui.state import CSP, STATIC, check_write, int_param, json_safe
 from memlens.ui.whatif import feedback_row, what_if
 
 
@@ -23,7 +24,6 @@ class SecurityHeaders(BaseHTTPMiddleware):
     """CSP (no inline script), no sniffing, no framing, no referrer on every answer."""
 
     async def dispatch(self, request, call_next):
-        from memlens.ui.server import CSP
 
         response = await call_next(request)
         response.headers["Content-Security-Policy"] = CSP
@@ -38,9 +38,8 @@ def _state(request):
 
 
 def _json(data, status: int = 200) -> JSONResponse:
-    from memlens.ui.server import _clean
 
-    return JSONResponse(_clean(data), status_code=status)
+    return JSONResponse(json_safe(data), status_code=status)
 
 
 def _error(exc: Exception, status: int) -> JSONResponse:
@@ -48,7 +47,6 @@ def _error(exc: Exception, status: int) -> JSONResponse:
 
 
 async def index(request) -> Response:
-    from memlens.ui.server import STATIC
 
     html = (STATIC / "index.html").read_text(encoding="utf-8")
     return HTMLResponse(html.replace("{{TOKEN}}", _state(request).token))
@@ -89,10 +87,8 @@ def _paged(name: str):
     fn = getattr(queries, name)
 
     def read(state, p):
-        from memlens.ui.server import _int
-
         return fn(state.prepared(p.get("run", "")), stream=p.get("stream") or None,
-                  offset=max(_int(p, "offset", 0), 0), limit=_int(p, "limit", 40))  # fmt: skip
+                  offset=max(int_param(p, "offset", 0), 0), limit=int_param(p, "limit", 40))  # fmt: skip
 
     return read
 
@@ -107,9 +103,8 @@ def _summary(state, p):
 
 
 def _influence(state, p):
-    from memlens.ui.server import _int
 
-    return queries.influence(state.prepared(p.get("run", "")), _int(p, "request", -1))
+    return queries.influence(state.prepared(p.get("run", "")), int_param(p, "request", -1))
 
 
 def _diff(state, p):
@@ -120,10 +115,9 @@ def _diff(state, p):
     tb = run_identity(resolve_run(state.root, b))["trace"].get("sha256")
     if ta != tb:
         raise ValueError("the two runs replayed different traces: nothing to diff")
-    from memlens.ui.server import _int
 
     return queries.diff(state.events(a), state.events(b),
-                        offset=max(_int(p, "offset", 0), 0), limit=_int(p, "limit", 50))  # fmt: skip
+                        offset=max(int_param(p, "offset", 0), 0), limit=int_param(p, "limit", 50))  # fmt: skip
 
 
 def _feedback_rows(state, p):
@@ -153,11 +147,10 @@ def _write(fn):
     """A POST endpoint: token checked first (403), then a JSON object body."""
 
     async def endpoint(request):
-        from memlens.ui.server import _check_write
 
         state = _state(request)
         try:
-            _check_write(state, request)
+            check_write(state, request)
         except PermissionError as exc:
             return _error(exc, 403)
         try:

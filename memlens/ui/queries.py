@@ -3,7 +3,7 @@
 Why here and not in the browser: a run of a million events has a log of several million rows;
 the page only ever receives aggregates or one page of items (``limit`` rows at most, capped at
 :data:`MAX_LIMIT`), so the browser stays responsive whatever the run's size.  The static report
-(``memlens.static_report``) asks the same questions, so the page and the report agree.
+(``memlens.present.static_report``) asks the same questions, so the page and the report agree.
 
 Every function but :func:`diff` takes a :class:`memlens.ui.prepared.Prepared` run (the log
 loaded once into sorted tables) and returns plain JSON-able values.  Tiers: ``new`` (not yet

@@ -48,10 +48,10 @@ def write_run_folder(folder: Path, trace_path: Path, overrides: list[str]) -> Pa
     """Replay ``trace_path`` with ``overrides`` (simulate's settings) into ``folder``."""
     from omegaconf import OmegaConf
 
-    from memlens.config import compose_config
-    from memlens.pipeline import run
-    from memlens.settings import resolve
-    from memlens.writers import write_run
+    from memlens.config.compose import compose_config
+    from memlens.config.schema import resolve
+    from memlens.runs.pipeline import run
+    from memlens.runs.writers import write_run
 
     cfg = compose_config("simulate", [f"trace={trace_path}", "mlflow.enabled=false",
                                       "progress=false", *overrides])  # fmt: skip
@@ -64,7 +64,7 @@ def write_run_folder(folder: Path, trace_path: Path, overrides: list[str]) -> Pa
 
 def make_sample_runs(root: Path) -> dict[str, Path]:
     """``root/trace.jsonl`` and two runs of it, ``root/lru`` and ``root/rule`` (budget 2)."""
-    from memlens.trace_io import write_trace
+    from memlens.trace.io import write_trace
 
     root.mkdir(parents=True, exist_ok=True)
     trace_path = root / "trace.jsonl"

@@ -1,10 +1,10 @@
 """Interventions from the page: feedback rows, and the what-if replay they allow.
 
 Why: a person who sees that an eviction caused a miss wants to say "keep this" and see what it
-would have changed.  Each intervention is one row in the feedback store (``memlens.feedback``,
+would have changed.  Each intervention is one row in the feedback store (``memlens.learn.feedback``,
 source ``person``), the same rows the learned scorer trains on; the what-if replay is the run
 again (its own resolved config and trace) with the trace's person rows applied as pin, unpin
-and annotate events (``memlens.feedback.with_feedback``), and the answer is the difference of
+and annotate events (``memlens.learn.feedback.with_feedback``), and the answer is the difference of
 every overall metric.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from memlens.feedback import Feedback, FeedbackStore
+from memlens.learn.feedback import Feedback, FeedbackStore
 
 ACTIONS = {"pin": "keep", "unpin": "drop", "annotate": "value", "rescore": "value"}
 
@@ -53,7 +53,7 @@ def _settings(folder: Path):
     """The run's own settings (resolved_config.yaml), with nothing written or tracked."""
     from omegaconf import OmegaConf
 
-    from memlens.settings import RunConfig, register_configs, resolve
+    from memlens.config.schema import RunConfig, register_configs, resolve
 
     register_configs()
     cfg = OmegaConf.load(folder / "resolved_config.yaml")
@@ -66,8 +66,8 @@ def _settings(folder: Path):
 
 def what_if(folder: Path, store: FeedbackStore) -> dict:
     """Replay the run with the store's person rows about its trace; metric deltas."""
-    from memlens.feedback import with_feedback
-    from memlens.pipeline import load_trace, run
+    from memlens.learn.feedback import with_feedback
+    from memlens.runs.pipeline import load_trace, run
 
     settings = _settings(folder)
     trace = load_trace(settings, run_trace_info(folder)["path"])

@@ -1,0 +1,212 @@
+"""Confidence intervals over streams: a seeded bootstrap that resamples whole streams.
+
+The unit of independence is the stream (a conversation, a task, an agent run), not the request:
+requests of one stream share a memory state, so resampling requests would understate the
+uncertainty.  Every decomposable metric (``memlens.analyze.registry.Metric.parts``) is a function of
+additive per-stream parts, ``value = sum(num) / sum(den)`` (or ``sum(num)`` for a total), so a
+bootstrap replicate is a vector of resample *counts* ``c`` (how often each stream was drawn):
+``value* = c @ num / c @ den``.  One ``(bootstrap x streams)`` count matrix, drawn once per
+(seed, number of streams, resamples), serves every metric, policy and budget on a trace, which
+
+* makes the **paired** difference of two policies on the same streams exact: both are evaluated
+  on the same replicates, so identical policies differ by exactly 0 in every replicate (a
+  zero-width interval), and
+* makes every interval a pure function of (parts, settings): same seed, same interval, bit for
+  bit, whatever else the command ran.
+
+Why not ``scipy.stats.bootstrap``: it computes the same percentile and BCa intervals (the tests
+check that the two agree) but draws a fresh resample per call; measured on 200 streams and
+2,000 resamples it takes about 10 ms per interval against 0.3 ms here, and ``memlens compare
+experiment=bundled reference=lru`` needs some 10,000 intervals (every metric of every row, and
+its difference to the reference), i.e. ~100 s instead of ~3 s.  It is the reference the tests
+hold this implementation to.
+
+Methods: ``percentile`` (the replicates' quantiles) and ``bca`` (bias-corrected and
+accelerated, Efron 1987; the acceleration from the leave-one-stream-out jackknife).  Replicates
+in which a ratio is undefined (its denominator resampled to 0) are left out.  With fewer than
+``stats.min_streams`` streams no interval is given, only a note: a bootstrap over 2-4 streams
+has too few distinct resamples to mean anything.  Percentiles (``p95_context_tokens``) do not
+decompose over streams and get no interval.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import ndtr, ndtri
+
+from memlens.analyze.registry import combine
+
+METHODS = ("percentile", "bca")
+Parts = tuple[np.ndarray, "np.ndarray | None"]  # (num, den) per stream; den None: a total
+
+
+@dataclass
+class StatsConfig:
+    """``stats:`` the bootstrap over streams behind every interval."""
+
+    bootstrap: int = 2000  # resamples of the streams
+    ci: float = 0.95  # confidence level of every interval
+    method: str = "percentile"  # percentile | bca
+    seed: int = 0  # seeds the resampling (same seed, same interval, bit for bit)
+    min_streams: int = 5  # fewer streams: no interval, a note instead
+
+    def __post_init__(self) -> None:
+        if isinstance(self.bootstrap, bool) or self.bootstrap < 100:
+            raise ValueError(
+                f"stats.bootstrap must be at least 100 resamples, got {self.bootstrap}"
+            )
+        if not (0 < self.ci < 1):
+            raise ValueError(f"stats.ci must be between 0 and 1 (exclusive), got {self.ci}")
+        if self.method not in METHODS:
+            raise ValueError(f"stats.method must be percentile or bca, got {self.method!r}")
+        if self.min_streams < 2:
+            raise ValueError(f"stats.min_streams must be at least 2, got {self.min_streams}")
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate and its interval (``low``/``high`` None, and a ``note``, when none)."""
+
+    estimate: float | None
+    low: float | None
+    high: float | None
+    method: str
+    ci: float
+    n_streams: int
+    note: str | None = None
+
+    @property
+    def excludes_zero(self) -> bool:
+        return self.low is not None and (self.low > 0 or self.high < 0)
+
+    def to_dict(self) -> dict:
+        if self.low is None:
+            return {"estimate": self.estimate, "note": self.note, "n_streams": self.n_streams}
+        return {"estimate": self.estimate, "low": self.low, "high": self.high,
+                "method": self.method, "ci": self.ci, "n_streams": self.n_streams}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Interval:
+        """Back from :meth:`to_dict` (a compare.json or metrics.json entry)."""
+        return cls(d["estimate"], d.get("low"), d.get("high"), d.get("method", ""),
+                   d.get("ci", 0.0), d["n_streams"], d.get("note"))  # fmt: skip
+
+    def cell(self, fmt: str = ".3f", signed: bool = False) -> str:
+        """``0.572 [0.550, 0.590]``; ``0.572 [n<5]`` without an interval; a signed difference
+        ends in `` *`` when its interval excludes zero."""
+        spec = ("+" if signed else "") + fmt
+        if self.estimate is None:
+            return "-"
+        head = format(self.estimate, spec)
+        if self.low is None:
+            return f"{head} [{self.note}]" if self.note and self.note.startswith("n<") else head
+        star = " *" if signed and self.excludes_zero else ""
+        return f"{head} [{format(self.low, fmt)}, {format(self.high, fmt)}]{star}"
+
+
+@functools.lru_cache(maxsize=64)
+def resample_counts(n_streams: int, bootstrap: int, seed: int) -> np.ndarray:
+    """``(bootstrap, n_streams)`` counts: how often each stream is drawn in each replicate."""
+    rng = np.random.default_rng([seed, n_streams])
+    idx = rng.integers(0, n_streams, size=(bootstrap, n_streams))
+    flat = idx + n_streams * np.arange(bootstrap)[:, None]
+    counts = np.bincount(flat.ravel(), minlength=bootstrap * n_streams)
+    counts = counts.reshape(bootstrap, n_streams).astype(np.float64)
+    counts.flags.writeable = False
+    return counts
+
+
+def _replicates(counts: np.ndarray, parts: Parts) -> np.ndarray:
+    num, den = parts
+    if den is None:
+        return counts @ num
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (counts @ num) / (counts @ den)  # 0/0 -> NaN: left out
+
+
+def _jackknife(parts: Parts) -> np.ndarray:
+    """The statistic with each stream left out in turn."""
+    num, den = parts
+    if den is None:
+        return num.sum() - num
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (num.sum() - num) / (den.sum() - den)
+
+
+def _bounds(reps: np.ndarray, estimate: float, jack: np.ndarray, cfg: StatsConfig):
+    """(low, high) of the replicates ``reps`` by ``cfg.method``."""
+    alpha = (1 - cfg.ci) / 2
+    levels = np.array([alpha, 1 - alpha])
+    if cfg.method == "bca" and np.ptp(reps) > 0:
+        z0 = ndtri(np.mean(reps < estimate))
+        d = np.nanmean(jack) - jack
+        d = d[np.isfinite(d)]
+        den = 6 * float(np.sum(d**2)) ** 1.5
+        a = float(np.sum(d**3)) / den if den > 0 else 0.0
+        z = ndtri(levels)
+        levels = ndtr(z0 + (z0 + z) / (1 - a * (z0 + z)))
+        if not np.all(np.isfinite(levels)):  # every replicate on one side: fall back
+            levels = np.array([alpha, 1 - alpha])
+    low, high = np.quantile(reps, levels)
+    return float(low), float(high)
+
+
+def _interval(estimate, reps, jack, n: int, cfg: StatsConfig) -> Interval:
+    if estimate is None:
+        return Interval(None, None, None, cfg.method, cfg.ci, n, "undefined")
+    if n < cfg.min_streams:
+        return Interval(estimate, None, None, cfg.method, cfg.ci, n, f"n<{cfg.min_streams}")
+    reps = reps[np.isfinite(reps)]
+    if reps.size < cfg.bootstrap / 2:
+        return Interval(estimate, None, None, cfg.method, cfg.ci, n, "undefined in most resamples")
+    low, high = _bounds(reps, estimate, jack, cfg)
+    return Interval(estimate, low, high, cfg.method, cfg.ci, n)
+
+
+def interval(parts: Parts, cfg: StatsConfig) -> Interval:
+    """The bootstrap interval of a decomposable metric from its per-stream parts."""
+    num, den = _arrays(parts)
+    n = num.size
+    if n < cfg.min_streams:
+        return _interval(combine(num, den), None, None, n, cfg)
+    reps = _replicates(resample_counts(n, cfg.bootstrap, cfg.seed), (num, den))
+    return _interval(combine(num, den), reps, _jackknife((num, den)), n, cfg)
+
+
+def difference(a: Parts, b: Parts, cfg: StatsConfig, paired: bool = True) -> Interval:
+    """``a - b`` with its bootstrap interval; ``paired``: the same streams, resampled jointly.
+
+    Unpaired (for comparison only) draws the two resamples independently.
+    """
+    a, b = _arrays(a), _arrays(b)
+    n = a[0].size
+    if paired and b[0].size != n:
+        raise ValueError(f"a paired difference needs the same streams ({n} vs {b[0].size})")
+    va, vb = combine(*a), combine(*b)
+    estimate = None if va is None or vb is None else va - vb
+    if min(n, b[0].size) < cfg.min_streams or estimate is None:
+        return _interval(estimate, None, None, min(n, b[0].size), cfg)
+    counts_a = resample_counts(n, cfg.bootstrap, cfg.seed)
+    counts_b = counts_a if paired else resample_counts(b[0].size, cfg.bootstrap, cfg.seed + 1)
+    reps = _replicates(counts_a, a) - _replicates(counts_b, b)
+    jack = _jackknife(a) - _jackknife(b) if paired else np.zeros(1)
+    return _interval(estimate, reps, jack, n, cfg)
+
+
+def _arrays(parts) -> Parts:
+    num, den = parts
+    return np.asarray(num, dtype=np.float64), None if den is None else np.asarray(den, float)
+
+
+def intervals(stream_parts: dict[str, Parts], cfg: StatsConfig) -> dict[str, Interval]:
+    """Every decomposable metric's interval, from a report's per-stream parts."""
+    return {key: interval(parts, cfg) for key, parts in stream_parts.items()}
+
+
+def differences(stream_parts: dict[str, Parts], reference: dict[str, Parts],
+                cfg: StatsConfig) -> dict[str, Interval]:  # fmt: skip
+    """Every decomposable metric's paired difference to the reference run's, same streams."""
+    return {k: difference(p, reference[k], cfg) for k, p in stream_parts.items() if k in reference}

@@ -1,0 +1,121 @@
+"""The Hydra application every subcommand runs in: its arguments, validation before any work,
+and one ``error:`` line for a setting that cannot run.
+
+Here rather than in the dispatcher (``memlens.cli.main``) so that every subcommand module
+(``memlens.cli.data``, ``memlens.cli.feedback``, ``memlens ui``) uses it without importing the
+dispatcher back.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+_INFO_FLAGS = {"--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i",
+               "--shell-completion", "-sc"}  # fmt: skip
+_VALUE_FLAGS = {"--cfg", "-c", "--package", "-p", "--info", "-i", "--config-path", "-cp",
+                "--config-name", "-cn", "--config-dir", "-cd", "--experimental-rerun"}  # fmt: skip
+
+
+def split_args(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(Hydra flags with their values, overrides)."""
+    flags, overrides = [], []
+    it = iter(argv)
+    for arg in it:
+        if arg.startswith("-"):
+            flags.append(arg)
+            if arg in _VALUE_FLAGS and arg not in ("--info", "-i"):
+                flags.append(next(it, ""))
+        else:
+            overrides.append(arg)
+    return flags, overrides
+
+
+def job_overrides(overrides: list[str], multirun: bool) -> list[list[str]]:
+    """The override list of every job (a ``-m`` sweep expanded), ``hydra.*`` left out."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    parsed = [o for o in parsed if not o.get_key_element().startswith("hydra")]
+    if not multirun:
+        return [[o.input_line for o in parsed]]
+    if any(o.is_sweep_override() and not o.is_discrete_sweep() for o in parsed):
+        # a range or interval sweep (an optimiser's): check what is fixed, the sweeper the rest
+        parsed = [o for o in parsed if not o.is_sweep_override()]
+    batches = BasicSweeper.split_arguments(parsed, max_batch_size=None)
+    return [job for batch in batches for job in batch]
+
+
+def error_message(exc: BaseException) -> str:
+    """One line saying what is wrong with a setting (Hydra's and OmegaConf's errors too)."""
+    from hydra.errors import MissingConfigException
+
+    text = str(exc).strip()
+    missing = getattr(exc, "missing_cfg_file", None)
+    if isinstance(exc, MissingConfigException) and missing and "/" in missing:
+        group, name = missing.rsplit("/", 1)
+        if group == "policy":
+            from memlens.config.store import registered_policies
+
+            options = registered_policies()
+        else:
+            options = sorted(o for o in exc.options or [] if not o.endswith("_schema"))
+        return f"unknown {group} {name!r} (registered: {', '.join(options)})"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    first = lines[0] if lines else type(exc).__name__
+    if first.endswith(":") and len(lines) > 1:  # "In 'experiment/x': ... composing config:"
+        first = f"{first} {lines[1]}"
+    cause = exc.__cause__
+    if cause is not None and str(cause).strip():
+        detail = str(cause).strip().splitlines()[0].strip()
+        first = f"{first.rstrip('.')}: {detail}"
+    return first
+
+
+def validate(config_name: str, argv: list[str], check: Callable | None) -> None:
+    """Compose and check every job's config; exit 2 with one ``error:`` line on a problem.
+
+    ``check(cfg)`` raises on a bad setting and may return a deferred step (a callable: the
+    trace parse), run once every job has passed, so a sweep's bad setting costs no parse."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from memlens.config.compose import compose_config
+
+    flags, overrides = split_args(argv)
+    if _INFO_FLAGS & set(flags):
+        return
+    multirun = "-m" in flags or "--multirun" in flags
+    try:
+        deferred = []  # what a check defers (a trace parse) until every job's settings passed
+        for job in job_overrides(overrides, multirun):
+            cfg = compose_config(config_name, job)
+            later = check(cfg) if check is not None else None
+            if callable(later):
+                deferred.append(later)
+        for step in deferred:
+            step()
+    except (HydraException, OmegaConfBaseException, ValueError, TypeError, KeyError,
+            OSError) as exc:  # fmt: skip
+        print(f"error: {error_message(exc)}", file=sys.stderr)
+        sys.exit(2)
+
+
+def run_hydra(config_name: str, task: Callable, argv: list[str],
+              check: Callable | None = None) -> None:  # fmt: skip
+    """Validate, then run ``task(cfg)`` as a Hydra app with primary config ``config_name``."""
+    import hydra
+
+    from memlens.config.schema import register_configs
+    from memlens.config.store import CONF_DIR
+
+    register_configs()
+    validate(config_name, argv, check)
+    app = hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=config_name)(task)
+    saved = sys.argv
+    sys.argv = [f"memlens {config_name}", *argv]
+    try:
+        app()
+    finally:
+        sys.argv = saved

@@ -1,0 +1,68 @@
+"""Composing a config exactly as the CLI does: Hydra's compose, then strict booleans, then the
+typed settings (``memlens.config.schema``).  The one way MemLens composes configs: the CLI's
+pre-flight checks, every ``compare`` job, tests and notebooks all call this.
+"""
+
+from __future__ import annotations
+
+from omegaconf import OmegaConf
+
+from memlens.config.schema import build_policy, register_configs, resolve
+from memlens.config.store import CONF_DIR, SettingsError, registered_policies
+
+
+def compose_config(config_name: str, overrides: list[str] = ()):
+    """Compose ``conf/<config_name>.yaml`` with Hydra overrides (inside a Hydra app or not).
+
+    The one way MemLens composes configs: the CLI's pre-flight checks, every ``compare`` job,
+    tests and notebooks all call this.
+    """
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    register_configs()
+    if GlobalHydra.instance().is_initialized():
+        return _compose_strict(config_name, list(overrides))
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return _compose_strict(config_name, list(overrides))
+
+
+def _compose_strict(config_name: str, overrides: list[str]):
+    """Hydra's ``compose``, then the boolean settings read strictly, as they were written on
+    the command line and in the chosen YAML files (``memlens._util.values``)."""
+    from hydra import compose
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import open_dict
+
+    from memlens._util.values import check_file_booleans, check_override_booleans
+
+    cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
+    choices = OmegaConf.to_container(cfg.hydra.runtime.choices)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    check_override_booleans(cfg, overrides)
+    # the repository as this composition saw it (hydra.searchpath overrides included)
+    loader = GlobalHydra.instance().config_loader()
+    _, repository = loader._parse_overrides_and_create_caching_repo(config_name, overrides)
+    check_file_booleans(cfg, choices, repository)
+    return cfg
+
+
+def run_settings(overrides: list[str] = ()):
+    """Typed ``RunConfig`` exactly as ``memlens simulate <overrides>`` resolves it."""
+    return resolve(compose_config("simulate", overrides))
+
+
+def policy_config(name: str, overrides: list[str] = ()):
+    """The typed policy config exactly as ``memlens simulate policy=NAME <overrides>`` has it."""
+    if name not in registered_policies():
+        known = ", ".join(registered_policies())
+        raise SettingsError(f"unknown policy {name!r} (registered: {known})")
+    return run_settings([f"policy={name}", *overrides]).policy
+
+
+def make_policy(cfg_or_name, overrides: list[str] = ()):
+    """A policy instance from a registered name or a (typed or raw) policy config."""
+    if isinstance(cfg_or_name, str):
+        cfg_or_name = policy_config(cfg_or_name, overrides)
+    return build_policy(cfg_or_name)

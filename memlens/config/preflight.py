@@ -1,0 +1,86 @@
+"""What a replay command checks before it starts, beyond the settings' own ranges.
+
+The typed settings (``memlens.config.schema``) check each value on its own.  What is left needs
+the settings together or the file system, and is checked here by ``memlens.cli.replay``'
+``check_*`` functions, before Hydra creates the run folder, MLflow opens a run or a cache entry
+is written:
+
+* the engine against the policies: ``engine=fast`` needs a compiled kernel for every policy
+  it replays (and no retrieval running inside the replay);
+* every file a setting names (``memlens.config.paths``): a trace, an embeddings corpus, must be
+  a readable regular file (a directory, a FIFO or ``/dev/zero`` would hang or fail mid-run); a
+  cache directory must not be a file; an embedder's package must be installed;
+* the traces themselves, parsed and validated (:func:`trace_loader`): returned as a deferred
+  step, run once every job's settings have passed, so a bad setting in one job of a sweep never
+  costs a trace parse (and the parsed trace is the one the run then uses).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import zlib
+from collections.abc import Callable
+
+from memlens.config.paths import check_cache_dir, check_input_file
+from memlens.config.schema import CommonConfig
+from memlens.config.store import SettingsError, policy_targets
+from memlens.policy import COMPILED_KERNELS, kernel_of
+
+
+def policies_with_kernels() -> list[str]:
+    """Registered policies whose class has a compiled kernel (``engine=fast`` can run them)."""
+    from hydra.utils import get_class
+
+    return [n for n, target in policy_targets().items() if get_class(target) in COMPILED_KERNELS]
+
+
+def check_engine(settings: CommonConfig, policies: dict[str, object]) -> None:
+    """``engine=fast`` with policies (name -> instance) it can replay, and no live retrieval."""
+    if settings.engine != "fast":
+        return
+    if settings.retrieval.enabled and settings.retrieval.promote:
+        raise SettingsError("engine=fast cannot run retrieval.promote=true (retrieval must run "
+                            "inside the replay): use engine=auto or engine=reference")  # fmt: skip
+    slow = [name for name, policy in policies.items() if kernel_of(policy) is None]
+    if slow:
+        name = slow[0]
+        what = (": its compiled kernel does not cover these settings"
+                if type(policies[name]) in COMPILED_KERNELS else " has no compiled kernel")  # fmt: skip
+        raise SettingsError(
+            f"engine=fast: policy {name}{what} (policies with one: "
+            f"{', '.join(policies_with_kernels())}); use engine=auto or engine=reference"
+        )
+
+
+def check_files(settings: CommonConfig, traces: list[str]) -> None:
+    """Every file and directory the settings name, without reading any of them."""
+    for path in traces:
+        check_input_file("trace", path)
+    emb = settings.embeddings
+    if emb.corpus is not None:
+        check_input_file("embeddings.corpus", emb.corpus)
+    check_cache_dir("embeddings.cache_dir", emb.cache_dir)
+    check_cache_dir("oracle.cache_dir", settings.oracle.cache_dir)
+    needs = settings.retrieval.enabled and emb.kind == "sentence"
+    if needs and importlib.util.find_spec("sentence_transformers") is None:
+        raise SettingsError("embeddings.kind=sentence needs the sentence-transformers package, "
+                            "which is not installed (embeddings.kind=tfidf needs nothing)")  # fmt: skip
+
+
+def trace_loader(settings: CommonConfig, traces: list[str]) -> Callable[[], None]:
+    """The deferred step: parse and validate every trace (a ``TraceError`` names file, line
+    and field).  ``memlens.runs.pipeline.load_trace`` memoises, so the run reuses the parse."""
+    from memlens.runs.pipeline import load_trace
+    from memlens.trace.io import TraceError
+
+    def load() -> None:
+        for path in dict.fromkeys(traces):
+            try:
+                load_trace(settings, path)
+            except TraceError:
+                raise
+            except (ValueError, TypeError, OverflowError, EOFError, zlib.error) as exc:
+                # what the parser did not turn into a TraceError still names the file
+                raise SettingsError(f"trace={path}: cannot be read: {exc}") from None
+
+    return load

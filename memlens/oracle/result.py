@@ -1,0 +1,53 @@
+"""What the oracle solver returns: per-stream bounds and the plans behind ``oracle_lower``.
+
+Their own module so that the solver (``memlens.oracle.solve``) and its disk cache
+(``memlens.oracle.cache``) both read them without importing each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class StreamBound:
+    upper: int
+    lower: int
+    references: int
+    upper_method: str  # lp | milp (HiGHS dual bound, small streams) | relaxed
+    lower_method: str  # milp | lp-round | belady
+    gaps: int
+    solve_s: float
+    segments: int = 1  # LPs the upper bound was solved as (memlens.oracle.segments)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class OracleResult:
+    budget: int
+    demand_fetch: bool
+    streams: list[StreamBound]
+    plans: list[np.ndarray] = field(repr=False)  # per stream (n, 2): anchor event, item
+    wall_s: float = 0.0
+    from_cache: bool = False  # not computed by this call (process memo or disk cache)
+
+    @property
+    def upper(self) -> int:
+        return sum(s.upper for s in self.streams)
+
+    @property
+    def lower(self) -> int:
+        return sum(s.lower for s in self.streams)
+
+    @property
+    def references(self) -> int:
+        return sum(s.references for s in self.streams)
+
+    @property
+    def upper_method(self) -> str:
+        used = sorted({s.upper_method for s in self.streams if s.references})
+        return "+".join(used) if used else "lp"

@@ -1,0 +1,423 @@
+"""The learned value model: a LightGBM estimator, its shippable file, and a compiled evaluator.
+
+* :class:`ValueScorer` is LightGBM behind a scikit-learn-style estimator: ``fit`` returns
+  ``self``, learned state ends in ``_`` (``booster_``, ``feature_names_in_``, ...), and
+  ``random_state`` with ``deterministic=True`` and one thread makes the same data give the same
+  trees, bit for bit.
+* A model a user can ship is two text files, never a pickle (a pickle runs code when loaded):
+  ``NAME.txt``, LightGBM's own text model, and ``NAME.json``, its sidecar (feature names and
+  order, label kind, the training traces' hashes, code version, parameters, and the policy's
+  decay and size settings).  :func:`save_model` writes both, :func:`load_model` reads them back
+  from a path, from ``default`` (the model bundled in ``memlens/models/``) or from an MLflow
+  registry URI ``models:/NAME/VERSION``, and refuses a sidecar whose features are not exactly
+  :data:`memlens.scorer.decision_features.FEATURE_NAMES` in order.
+* :class:`CompiledForest` evaluates the trees from ``booster.dump_model()`` arrays in numba
+  (LightGBM's numerical split rule with its missing-value handling), so the policy never pays
+  LightGBM's per-call thread-pool overhead; ``tests/test_learned.py`` checks that it gives
+  LightGBM's raw scores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import numba
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+
+from memlens.scorer.decision_features import FEATURE_NAMES
+
+SIDECAR_FORMAT = "memlens-learned-model/1"
+MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
+DEFAULT_MODEL = MODELS_DIR / "default_learned.txt"
+
+
+class ModelError(ValueError):
+    """A model file or sidecar that cannot be used; the message names the file and field."""
+
+
+# ----------------------------------------------------------------------------- estimator
+class ValueScorer(ClassifierMixin, BaseEstimator):
+    """P(worth keeping | decision features): LightGBM's binary objective, deterministic."""
+
+    def __init__(self, n_estimators: int = 100, num_leaves: int = 31, learning_rate: float = 0.1,
+                 min_child_samples: int = 20, subsample: float = 1.0,
+                 colsample_bytree: float = 1.0, reg_lambda: float = 0.0, random_state: int = 0,
+                 n_jobs: int = 1, sampling: str = "bagging") -> None:  # fmt: skip
+        self.n_estimators = n_estimators
+        self.num_leaves = num_leaves
+        self.learning_rate = learning_rate
+        self.min_child_samples = min_child_samples
+        self.subsample = subsample
+        self.colsample_bytree = colsample_bytree
+        self.reg_lambda = reg_lambda
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.sampling = sampling  # "bagging" (all rows, or subsample) or "goss" (faster)
+
+    def lgb_params(self) -> dict:
+        """The LightGBM parameters this estimator trains with."""
+        return {
+            "objective": "binary",
+            "num_leaves": int(self.num_leaves),
+            "learning_rate": float(self.learning_rate),
+            "min_data_in_leaf": int(self.min_child_samples),
+            "bagging_fraction": float(self.subsample),
+            "bagging_freq": 1 if self.subsample < 1.0 else 0,
+            "feature_fraction": float(self.colsample_bytree),
+            "lambda_l2": float(self.reg_lambda),
+            "seed": int(self.random_state),
+            "deterministic": True,
+            "force_row_wise": True,
+            "num_threads": int(self.n_jobs),
+            "data_sample_strategy": str(self.sampling),
+            "verbose": -1,
+        }
+
+    def fit(self, X, y, eval_set: tuple | None = None, feature_names=None) -> ValueScorer:
+        """Train on ``X`` (n, F) and 0/1 labels ``y``; ``eval_set=(X_val, y_val)`` records
+        AUC and log loss per round in ``evals_result_``."""
+        import lightgbm as lgb
+
+        X = np.asarray(X, np.float64)
+        y = np.asarray(y, np.float64)
+        if X.ndim != 2 or len(X) != len(y):
+            raise ValueError(f"X must be (n, F) with n = len(y); got {X.shape} and {y.shape}")
+        if len(y) == 0:
+            raise ValueError("cannot fit on zero rows")
+        if not np.isin(y, (0.0, 1.0)).all():
+            raise ValueError("labels must be 0 or 1")
+        names = list(feature_names) if feature_names is not None else list(FEATURE_NAMES)
+        if len(names) != X.shape[1]:
+            raise ValueError(f"{len(names)} feature names for {X.shape[1]} columns")
+        params = {**self.lgb_params(), "metric": ["auc", "binary_logloss"]}
+        train = lgb.Dataset(X, y, feature_name=names, free_raw_data=True,
+                            params={"verbose": -1})  # fmt: skip
+        valid, self.evals_result_ = [], {}
+        callbacks = []
+        if eval_set is not None:
+            Xv, yv = (np.asarray(a, np.float64) for a in eval_set)
+            valid = [lgb.Dataset(Xv, yv, reference=train, params={"verbose": -1})]
+            callbacks = [lgb.record_evaluation(self.evals_result_)]
+        self.booster_ = lgb.train(params, train, num_boost_round=int(self.n_estimators),
+                                  valid_sets=valid, valid_names=["validation"][: len(valid)],
+                                  callbacks=callbacks)  # fmt: skip
+        self.feature_names_in_ = np.asarray(names, dtype=object)
+        self.n_features_in_ = X.shape[1]
+        self.classes_ = np.asarray([0, 1])
+        return self
+
+    def decision_function(self, X) -> np.ndarray:
+        """Raw scores (log-odds), LightGBM's own evaluation with one thread."""
+        return self.booster_.predict(np.asarray(X, np.float64), raw_score=True, num_threads=1)
+
+    def predict_proba(self, X) -> np.ndarray:
+        p = 1.0 / (1.0 + np.exp(-self.decision_function(X)))
+        return np.column_stack([1.0 - p, p])
+
+    def predict(self, X) -> np.ndarray:
+        return (self.decision_function(X) > 0).astype(np.int64)
+
+    @property
+    def feature_importances_(self) -> np.ndarray:
+        """Total gain of the splits on each feature."""
+        return self.booster_.feature_importance(importance_type="gain")
+
+
+# ---------------------------------------------------------------------- compiled forest
+MISSING_NONE, MISSING_ZERO, MISSING_NAN = 0, 1, 2
+_MISSING = {"None": MISSING_NONE, "Zero": MISSING_ZERO, "NaN": MISSING_NAN}
+ZERO_THRESHOLD = 1e-35  # LightGBM's kZeroThreshold
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _leaf(X, r, node, column, value, feature, threshold, child, default_left, missing):
+    """The leaf (``-leaf - 1``) row ``r`` of ``X`` reaches from ``node``, reading ``value``
+    for feature ``column`` (-1: none replaced).  The next node is picked by index
+    (``child[2 * node + right]``) rather than by a branch: which way a row goes is what a CPU
+    cannot predict, and this loop is the learned scorer's whole preparation per budget."""
+    while node >= 0:
+        f = feature[node]
+        x = value if f == column else X[r, f]
+        m = missing[node]
+        if np.isnan(x) and m != 2:
+            x = 0.0
+        if (m == 1 and -1e-35 <= x <= 1e-35) or (m == 2 and np.isnan(x)):
+            right = 0 if default_left[node] else 1
+        else:
+            right = 1 if x > threshold[node] else 0
+        node = child[2 * node + right]
+    return -node - 1
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _forest_raw(X, roots, feature, threshold, child, default_left, missing, leaf_value):
+    """Sum of the trees' leaf values per row, trees in order (as LightGBM adds them).  Rows
+    are independent, so spreading them over threads changes no sum."""
+    n = X.shape[0]
+    out = np.zeros(n)
+    for r in numba.prange(n):
+        s = 0.0
+        for t in range(roots.shape[0]):
+            s += leaf_value[_leaf(X, r, roots[t], -1, 0.0, feature, threshold, child,
+                                  default_left, missing)]  # fmt: skip
+        out[r] = s
+    return out
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _forest_raw_pair(X, moved, column, value, splits_on, roots, feature, threshold, child,
+                     default_left, missing, leaf_value):  # fmt: skip
+    """``_forest_raw`` of ``X``, and of the rows where ``moved`` with ``column`` read as
+    ``value`` (the others: the same as ``X``'s), in one pass: a tree that never splits on
+    ``column`` reaches the same leaf both ways, and the sums add the trees in the same order."""
+    n = X.shape[0]
+    main = np.zeros(n)
+    other = np.zeros(n)
+    for r in numba.prange(n):
+        s = 0.0
+        o = 0.0
+        for t in range(roots.shape[0]):
+            v = leaf_value[_leaf(X, r, roots[t], -1, 0.0, feature, threshold, child,
+                                 default_left, missing)]  # fmt: skip
+            s += v
+            if moved[r]:
+                if splits_on[t]:
+                    v = leaf_value[_leaf(X, r, roots[t], column, value, feature, threshold,
+                                         child, default_left, missing)]  # fmt: skip
+                o += v
+        main[r] = s
+        other[r] = o if moved[r] else s
+    return main, other
+
+
+@dataclass
+class CompiledForest:
+    """A binary LightGBM model as flat arrays (children >= 0: internal nodes; < 0: leaf ``-c-1``)."""
+
+    roots: np.ndarray
+    feature: np.ndarray
+    threshold: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    default_left: np.ndarray
+    missing: np.ndarray
+    leaf_value: np.ndarray
+
+    @classmethod
+    def from_dump(cls, dump: dict) -> CompiledForest:
+        """From ``booster.dump_model()`` (numerical splits only; one tree per iteration)."""
+        if dump.get("num_tree_per_iteration", 1) != 1:
+            raise ModelError("only binary models (one tree per iteration) can be compiled")
+        nodes: dict[str, list] = {k: [] for k in ("f", "t", "l", "r", "d", "m")}
+        leaves: list[float] = []
+
+        def visit(node: dict) -> int:
+            if "leaf_value" in node:
+                leaves.append(float(node["leaf_value"]))
+                return -len(leaves)
+            if node.get("decision_type", "<=") != "<=":
+                raise ModelError("categorical splits are not supported by the compiled forest")
+            k = len(nodes["f"])
+            for key, v in (("f", node["split_feature"]), ("t", float(node["threshold"])),
+                           ("l", 0), ("r", 0), ("d", bool(node["default_left"])),
+                           ("m", _MISSING[node.get("missing_type", "None")])):  # fmt: skip
+                nodes[key].append(v)
+            nodes["l"][k] = visit(node["left_child"])
+            nodes["r"][k] = visit(node["right_child"])
+            return k
+
+        roots = [visit(tree["tree_structure"]) for tree in dump["tree_info"]]
+        return cls(np.asarray(roots, np.int64), np.asarray(nodes["f"], np.int64),
+                   np.asarray(nodes["t"], np.float64), np.asarray(nodes["l"], np.int64),
+                   np.asarray(nodes["r"], np.int64), np.asarray(nodes["d"], np.bool_),
+                   np.asarray(nodes["m"], np.int8), np.asarray(leaves, np.float64))  # fmt: skip
+
+    def raw(self, X) -> np.ndarray:
+        """Raw scores (log-odds) of the rows of ``X``."""
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        if len(self.roots) == 0:
+            return np.zeros(X.shape[0])
+        return _forest_raw(X, self.roots, self.feature, self.threshold, self.children,
+                           self.default_left, self.missing, self.leaf_value)  # fmt: skip
+
+    @cached_property
+    def children(self) -> np.ndarray:
+        """``[left, right]`` of every node, interleaved (``children[2 * node + 1]``: right)."""
+        out = np.empty(2 * len(self.left), np.int64)
+        out[0::2], out[1::2] = self.left, self.right
+        return out
+
+    def splits_on(self, column: int) -> np.ndarray:
+        """Per tree: whether any of its splits reads feature ``column``."""
+        out = np.zeros(len(self.roots), np.bool_)
+        for t, root in enumerate(self.roots.tolist()):
+            stack = [root]
+            while stack:
+                node = stack.pop()
+                if node >= 0:
+                    out[t] |= bool(self.feature[node] == column)
+                    stack += [int(self.left[node]), int(self.right[node])]
+        return out
+
+    def raw_pair(self, X, moved: np.ndarray, column: int, value: float):
+        """``(raw(X), raw(X'))`` where ``X'`` is ``X`` with ``column`` set to ``value`` in the
+        rows where ``moved`` (the learned scorer's anchors in place and as missed)."""
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        if len(self.roots) == 0:
+            return np.zeros(X.shape[0]), np.zeros(X.shape[0])
+        return _forest_raw_pair(X, np.asarray(moved, np.bool_), int(column), float(value),
+                                self.splits_on(column), self.roots, self.feature,
+                                self.threshold, self.children, self.default_left,
+                                self.missing, self.leaf_value)  # fmt: skip
+
+
+# ------------------------------------------------------------------------- the model file
+@dataclass
+class LearnedModel:
+    """A loaded model: LightGBM's text, its sidecar, and where it came from."""
+
+    text: str
+    meta: dict
+    source: str = "<memory>"
+    _forest: CompiledForest | None = field(default=None, repr=False)
+
+    @cached_property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+    @property
+    def forest(self) -> CompiledForest:
+        if self._forest is None:
+            self._forest = CompiledForest.from_dump(self.booster().dump_model())
+        return self._forest
+
+    def booster(self):
+        import lightgbm as lgb
+
+        return lgb.Booster(model_str=self.text)
+
+    def raw(self, X) -> np.ndarray:
+        """Log-odds of "worth keeping" for feature rows ``X`` (the compiled evaluator)."""
+        return self.forest.raw(X)
+
+    def policy_setting(self, key: str, default):
+        return self.meta.get("policy", {}).get(key, default)
+
+
+def sidecar_path(model_path: str | Path) -> Path:
+    return Path(model_path).with_suffix(".json")
+
+
+def sidecar(estimator: ValueScorer, meta: dict) -> dict:
+    """The full sidecar of a fitted estimator: format, feature names, ``meta``, model hash."""
+    text = estimator.booster_.model_to_string()
+    return {"format": SIDECAR_FORMAT, "feature_names": list(FEATURE_NAMES), **meta,
+            "model_sha256": hashlib.sha256(text.encode()).hexdigest()}  # fmt: skip
+
+
+def save_model(path: str | Path, estimator: ValueScorer, meta: dict) -> tuple[Path, Path]:
+    """Write ``path`` (LightGBM text model) and its JSON sidecar next to it."""
+    path = Path(path)
+    if path.suffix != ".txt":
+        raise ValueError(f"a model path ends in .txt (the sidecar is .json), got {path}")
+    from memlens._util.atomic import write_text
+
+    write_text(path, estimator.booster_.model_to_string())
+    side = json.dumps(sidecar(estimator, meta), indent=2, sort_keys=True) + "\n"
+    write_text(sidecar_path(path), side)
+    return path, sidecar_path(path)
+
+
+def check_sidecar(meta, where: str) -> dict:
+    """The sidecar if usable, else a :class:`ModelError` naming the file and field."""
+    if not isinstance(meta, dict):
+        raise ModelError(f"{where}: the sidecar must be a JSON object")
+    if meta.get("format") != SIDECAR_FORMAT:
+        raise ModelError(f"{where}: field 'format' must be {SIDECAR_FORMAT!r}, "
+                         f"got {meta.get('format')!r}")  # fmt: skip
+    names = meta.get("feature_names")
+    if names != list(FEATURE_NAMES):
+        raise ModelError(f"{where}: field 'feature_names' does not match this version's features "
+                         f"({len(FEATURE_NAMES)} in memlens.scorer.decision_features.FEATURE_NAMES); "
+                         "retrain the model with `memlens train`")  # fmt: skip
+    policy = meta.get("policy", {})
+    for key in ("decay_per_request", "size_exponent"):
+        v = policy.get(key, 0.0)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise ModelError(f"{where}: field 'policy.{key}' must be a finite number >= 0")
+    return meta
+
+
+def _from_files(path: Path) -> LearnedModel:
+    side = sidecar_path(path)
+    for p in (path, side):
+        if not p.is_file():
+            raise ModelError(f"{p}: no such model file (a model is NAME.txt plus NAME.json)")
+    try:
+        meta = json.loads(side.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ModelError(f"{side}: not JSON ({exc})") from None
+    return _checked(path.read_text(encoding="utf-8"), check_sidecar(meta, str(side)), str(path))
+
+
+def _checked(text: str, meta: dict, where: str) -> LearnedModel:
+    """A model whose text LightGBM can parse and whose hash matches the sidecar's."""
+    model = LearnedModel(text, meta, where)
+    want = meta.get("model_sha256")
+    if want is not None and want != model.sha256:
+        raise ModelError(f"{where}: field 'model_sha256' of the sidecar does not match the model")
+    try:
+        model.forest  # noqa: B018 - parse now, fail here rather than mid-replay
+    except ModelError:
+        raise
+    except Exception as exc:  # LightGBM's parser raises its own error type
+        raise ModelError(f"{where}: LightGBM cannot read the model ({exc})") from None
+    return model
+
+
+def _from_registry(uri: str) -> LearnedModel:
+    """A model logged by ``memlens train`` to MLflow (``models:/NAME/VERSION``)."""
+    import tempfile
+
+    import mlflow
+    from mlflow.models import Model
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            local = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=tmp))
+        except Exception as exc:  # MLflow raises several types for a missing model
+            raise ModelError(f"{uri}: cannot load it from the MLflow registry ({exc})") from None
+        meta = (Model.load(str(local)).metadata or {}).get("memlens")
+        texts = list(local.rglob("*.lgb")) or list(local.rglob("*.txt"))
+        if not texts:
+            raise ModelError(f"{uri}: no LightGBM text model among the artifacts")
+        text = texts[0].read_text(encoding="utf-8")
+    return _checked(text, check_sidecar(meta, f"{uri} (MLmodel metadata 'memlens')"), uri)
+
+
+_LOADED: dict[tuple, LearnedModel] = {}
+
+
+def load_model(spec: str) -> LearnedModel:
+    """A model from ``default``, a ``.txt`` path (with its ``.json``) or ``models:/NAME/VER``.
+
+    Files are memoised by (path, size, mtime) so every run of a ``compare`` shares one parse.
+    """
+    if spec.startswith("models:/"):
+        key: tuple = (spec,)
+        if key not in _LOADED:
+            _LOADED[key] = _from_registry(spec)
+        return _LOADED[key]
+    path = DEFAULT_MODEL if spec == "default" else Path(spec).expanduser()
+    stamp = tuple((p.stat().st_size, p.stat().st_mtime_ns) if p.exists() else None
+                  for p in (path, sidecar_path(path)))  # fmt: skip
+    key = (str(path.resolve()), stamp)
+    if key not in _LOADED:
+        _LOADED[key] = _from_files(path)
+    return _LOADED[key]

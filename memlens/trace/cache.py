@@ -1,0 +1,59 @@
+"""A disk cache of parsed traces, keyed by the trace file's bytes.
+
+Parsing and validating JSON Lines costs about 8 s per million events; a sweep (``-m``) starts a
+process per job and would pay it every time.  The columnar ``Trace`` is therefore stored once,
+after successful validation, under ``<cache root>/traces/<key>.npz``, where the key is the
+SHA-256 of the file's bytes (plus this module's and ``memlens._util.safecache``'s format versions), so
+an edited trace is never served stale.  The entry holds ``Trace.to_arrays()`` (numbers and JSON
+only) in ``memlens._util.safecache``'s format: it cannot execute code, and a damaged entry is
+detected by its checksum, discarded with one warning and rebuilt from the file.  A trace that
+fails validation is never cached.  Turn the cache off with ``trace_cache=false``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from memlens._util import safecache
+from memlens._util.cachedir import cache_dir
+from memlens.trace.io import TraceError, load_trace
+from memlens.trace.model import Trace
+
+CACHE_FORMAT = 3  # 3: need groups (format 1.1); 2: safecache .npz; 1: a pickle (ignored)
+KIND = "traces"
+
+
+def file_key(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256(
+        f"memlens-trace-cache-v{CACHE_FORMAT}-store{safecache.FORMAT}\n".encode()
+    )
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def entry_path(path: str | os.PathLike, directory: str | os.PathLike | None = None) -> Path:
+    return cache_dir(KIND, directory) / f"{file_key(path)}.npz"
+
+
+def load_trace_cached(
+    path: str | os.PathLike, enabled: bool = True, directory: str | os.PathLike | None = None
+) -> Trace:
+    """``load_trace(path)``, served from / stored in the cache when ``enabled``."""
+    if not enabled:
+        return load_trace(path)
+    if not Path(path).exists():
+        raise TraceError(str(path), 0, None, "no such trace file")
+    entry = entry_path(path, directory)
+    trace = safecache.load(
+        entry, KIND, lambda arrays, meta: Trace.from_arrays(arrays, meta, str(path))
+    )
+    if trace is None:
+        trace = load_trace(path)
+        if trace.n_requests:  # a trace with nothing to replay is refused by runs: keep no entry
+            arrays, meta = trace.to_arrays()
+            safecache.store(entry, KIND, arrays, meta)
+    return trace
