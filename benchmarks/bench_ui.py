@@ -149,7 +149,7 @@ def main() -> None:
         f"{rows:,} rows, {mb:.0f} MB.",
         "",
         f"The first question about the run loads its log into DuckDB tables sorted for the "
-        f"views (`memlens/ui/prepared.py`), once per server process: {prepare_s:.1f} s "
+        f"views (`memlens/analyze/prepared.py`), once per server process: {prepare_s:.1f} s "
         "(`memlens ui` does this for the newest run in the background as it starts; measured "
         "here without that).  The page loads below come after that.",
         "",

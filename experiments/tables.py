@@ -17,7 +17,7 @@ from pathlib import Path
 
 from memlens.analyze.registry import declared
 from memlens.analyze.stats import Interval
-from memlens.present.table import interval_cell
+from memlens.analyze.table import interval_cell
 
 TABLE_METRICS = ["hit_rate", "regret", "mean_context_tokens", "cost_usd", "false_eviction_rate"]
 

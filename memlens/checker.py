@@ -234,9 +234,6 @@ CHECKS = (
 )
 
 
-
-
-
 def check_policy(
     factory: Callable[[], Policy],
     seeds: tuple[int, ...] = (0, 1, 2),

@@ -31,12 +31,13 @@ cachetools' ``Cache``:
 Items and requests are integer indices into the trace's columnar arrays (``memlens.trace.model``).
 
 A policy whose replay a compiled kernel reproduces event for event registers it for its exact
-class with ``@compiled_kernel("fifo")``; subclasses do not inherit it (a subclass may change
+class with ``@compiled_kernel("memlens.kernels.queues:replay_fifo")``; subclasses do not inherit it (a subclass may change
 any method), so they replay on the reference engine unless they register themselves.
 """
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -50,43 +51,32 @@ from memlens.trace.model import Trace
 ADMIT_WRITE = 0  # ``admit`` reason: the item is being written
 ADMIT_FETCH = 1  # ``admit`` reason: a request missed it (demand fetch) or retrieval promotes it
 
-#: Compiled replay kernels a policy class may register: name -> ``"module:function"``, imported
-#: when first used (importing a policy must not import numba).  The function is called as
-#: ``fn(policy, trace, budget, demand_fetch, seed)`` and returns the reference engine's
-#: ``SimResult`` exactly (``memlens.kernels``).
-KERNELS = {
-    "fifo": "memlens.kernels.queues:replay_fifo",
-    "lru": "memlens.kernels.queues:replay_lru",
-    "lfu": "memlens.kernels.lfu:replay",
-    "memgpt": "memlens.kernels.memgpt:replay",
-    "oracle": "memlens.kernels.oracle:replay",
-    "rule": "memlens.kernels.rule:replay",
-    "learned": "memlens.kernels.learned:replay",
-    "memorybank": "memlens.kernels.memorybank:replay",
-    "memoryos_heat": "memlens.kernels.memoryos_heat:replay",
-    "generative_agents": "memlens.kernels.generative_agents:replay",
-}
-KERNEL_NAMES = tuple(KERNELS)
-#: Exact policy class -> the compiled kernel that replays it identically.  Looked up with
-#: ``type(policy)``, never through inheritance: see :func:`compiled_kernel`.
+#: Exact policy class -> the compiled kernel that replays it identically, as
+#: ``"module:function"`` (imported when first used: importing a policy must not import numba).
+#: Looked up with ``type(policy)``, never through inheritance: see :func:`compiled_kernel`.
 COMPILED_KERNELS: dict[type, str] = {}
+_KERNEL_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 
 P = TypeVar("P", bound=type)
 
 
-def compiled_kernel(name: str) -> Callable[[P], P]:
-    """Class decorator: ``name`` (one of :data:`KERNEL_NAMES`) replays exactly this class.
+def compiled_kernel(target: str) -> Callable[[P], P]:
+    """Class decorator: the function at ``target`` (``"module:function"``) replays exactly this
+    class.  It is called as ``fn(policy, trace, budget, demand_fetch, seed)`` and returns the
+    reference engine's ``SimResult`` exactly; it reads what it needs from the policy object it
+    is given (``memlens.kernels``).  A policy registers its kernel here, next to itself: there
+    is no central list.
 
     The registration covers the decorated class only.  A subclass that overrides ``touch`` or
     ``victims`` would otherwise be replayed by its parent's kernel with the parent's behaviour;
-    ``tests/test_fastpath.py`` and ``memlens.checker`` check every registration event for event
-    against the reference engine.
+    ``memlens.checker`` checks every registration event for event against the reference engine.
     """
-    if name not in KERNEL_NAMES:
-        raise ValueError(f"unknown compiled kernel {name!r}; known: {', '.join(KERNEL_NAMES)}")
+    if not isinstance(target, str) or not _KERNEL_PATH.fullmatch(target):
+        raise ValueError(f"compiled kernel {target!r}: name the function as 'module:function' "
+                         "(e.g. 'memlens.kernels.lfu:replay')")  # fmt: skip
 
     def register(cls: P) -> P:
-        COMPILED_KERNELS[cls] = name
+        COMPILED_KERNELS[cls] = target
         return cls
 
     return register

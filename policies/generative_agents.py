@@ -152,7 +152,7 @@ def tfidf_distinct(distinct: list[str], copies: np.ndarray):
     return normalize(x, norm="l2", copy=False)
 
 
-@compiled_kernel("generative_agents")
+@compiled_kernel("memlens.kernels.generative_agents:replay")
 class GenerativeAgents(ScanPolicy):
     name = "generative_agents"
 
@@ -177,6 +177,13 @@ class GenerativeAgents(ScanPolicy):
         self.type_base = dict(type_base or DEFAULT_TYPE_BASE)
         self.boosts = dict(boosts or {})
         self.cost_threshold, self.cost_boost = float(cost_threshold), float(cost_boost)
+
+    #: The class's own TF-IDF rows as CSR arrays, for its compiled kernel.
+    tfidf_csr = staticmethod(tfidf_csr)
+
+    def importance_of(self, trace) -> np.ndarray:
+        """Every item's importance under this instance's settings (its kernel reads it too)."""
+        return importance(trace, self)
 
     def prepare(self, trace) -> None:
         self._importance = importance(trace, self).tolist()

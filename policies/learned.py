@@ -210,9 +210,13 @@ def log_sigmoid(raw: np.ndarray) -> np.ndarray:
     return -np.logaddexp(0.0, -raw)
 
 
-@compiled_kernel("learned")  # memlens/kernels/learned.py replays it exactly
+@compiled_kernel("memlens.kernels.learned:replay")
 class LearnedScorer(Policy):
     name = "learned"
+
+    #: The class's anchor table and batch keys, for its compiled kernel (memlens/kernels/learned.py).
+    anchor_table = staticmethod(anchor_table)
+    anchor_key_arrays = staticmethod(anchor_key_arrays)
 
     def __init__(
         self,

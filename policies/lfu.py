@@ -14,7 +14,7 @@ from heapq import heapify, heappop, heappush
 from memlens.policy import Policy, PolicyContext, compiled_kernel
 
 
-@compiled_kernel("lfu")
+@compiled_kernel("memlens.kernels.lfu:replay")
 class LFU(Policy):
     name = "lfu"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from memlens.policy import OrderedPolicy, compiled_kernel
 
 
-@compiled_kernel("lru")
+@compiled_kernel("memlens.kernels.queues:replay_lru")
 class LRU(OrderedPolicy):
     name = "lru"
 

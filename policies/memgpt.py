@@ -35,7 +35,7 @@ from collections import OrderedDict
 from memlens.policy import Policy, PolicyContext, compiled_kernel
 
 
-@compiled_kernel("memgpt")
+@compiled_kernel("memlens.kernels.memgpt:replay")
 class MemGPT(Policy):
     name = "memgpt"
     _summary = 0  # (before the first reset: no summary)

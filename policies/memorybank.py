@@ -29,7 +29,7 @@ from memlens.policies.scan import ScanPolicy
 from memlens.policy import PolicyContext, compiled_kernel
 
 
-@compiled_kernel("memorybank")
+@compiled_kernel("memlens.kernels.memorybank:replay")
 class MemoryBank(ScanPolicy):
     name = "memorybank"
 

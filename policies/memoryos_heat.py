@@ -28,7 +28,7 @@ from memlens.policies.scan import ScanPolicy
 from memlens.policy import PolicyContext, compiled_kernel
 
 
-@compiled_kernel("memoryos_heat")
+@compiled_kernel("memlens.kernels.memoryos_heat:replay")
 class MemoryOSHeat(ScanPolicy):
     name = "memoryos_heat"
 

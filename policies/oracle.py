@@ -22,7 +22,7 @@ from memlens.policy import Policy, PolicyContext, PolicyError, compiled_kernel
 from memlens.trace.model import PIN, UNPIN, WRITE, Trace
 
 
-@compiled_kernel("oracle")
+@compiled_kernel("memlens.kernels.oracle:replay")
 class Oracle(Policy):
     name = "oracle"
 

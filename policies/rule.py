@@ -55,7 +55,7 @@ COMPACT_MIN = 4096  # a heap is compacted when longer than twice its live entrie
 TIE_RTOL = 1e-9  # admission: a victim is "worth more" only beyond this relative float noise
 
 
-@compiled_kernel("rule")  # memlens/kernels/rule.py replays it exactly
+@compiled_kernel("memlens.kernels.rule:replay")
 class RuleScorer(Policy):
     name = "rule"
 

@@ -6,7 +6,7 @@ count exceeds ``max_token_limit``.  That is FIFO eviction by tokens, the same po
 ``window``; it is kept as its own entry so that tables name the reference a reader knows.
 Being needed does not keep a message.  LangChain has no pins; here pinned items are skipped, as
 the MemLens contract requires.  The replay is event-for-event identical to ``window``, so it
-registers the same compiled kernel (``tests/test_policy_token_buffer.py`` checks the two
+registers the same compiled kernel (``tests/policies/test_policy_token_buffer.py`` checks the two
 engines and the two policies agree).
 """
 
@@ -15,6 +15,6 @@ from __future__ import annotations
 from memlens.policy import OrderedPolicy, compiled_kernel
 
 
-@compiled_kernel("fifo")
+@compiled_kernel("memlens.kernels.queues:replay_fifo")
 class ConversationTokenBuffer(OrderedPolicy):
     name = "token_buffer"

@@ -9,6 +9,6 @@ from __future__ import annotations
 from memlens.policy import OrderedPolicy, compiled_kernel
 
 
-@compiled_kernel("fifo")
+@compiled_kernel("memlens.kernels.queues:replay_fifo")
 class SlidingWindow(OrderedPolicy):
     name = "window"

@@ -5,10 +5,15 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import socket
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
+from helpers import memlens
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -32,3 +37,74 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+@pytest.fixture(scope="module")
+def small_trace(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("trace")
+    memlens(
+        "data",
+        "generate",
+        "archetype=simple",
+        "seed=3",
+        "streams=2",
+        "events_per_stream=300",
+        f"out={d / 't.jsonl.gz'}",
+        cwd=d,
+    )
+    return d / "t.jsonl.gz"
+
+
+@pytest.fixture
+def mlflow_server(tmp_path):
+    """An MLflow tracking server on 127.0.0.1 for this test only."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--backend-store-uri",
+            f"sqlite:///{tmp_path / 'server.db'}",
+            "--artifacts-destination",
+            str(tmp_path / "server-artifacts"),
+            "--workers",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        import urllib.request
+
+        for _ in range(300):
+            if proc.poll() is not None:
+                raise RuntimeError(f"mlflow server exited: {proc.stderr.read().decode()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=1) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.2)
+        else:
+            raise RuntimeError("mlflow server did not come up")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

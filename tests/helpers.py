@@ -4,11 +4,27 @@ brute-force optimum that the oracle's bounds are checked against."""
 from __future__ import annotations
 
 import itertools
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 from memlens.testing import annotate, pin, random_events, rq, trace, traces, unpin, w
 from memlens.trace.model import PIN, REQUEST, UNPIN, WRITE
 
-__all__ = ["annotate", "pin", "random_events", "rq", "trace", "traces", "unpin", "w"]
+__all__ = [
+    "MEMLENS",
+    "memlens",
+    "annotate",
+    "pin",
+    "random_events",
+    "rq",
+    "trace",
+    "traces",
+    "unpin",
+    "w",
+]
 
 
 def brute_force(t, budget: int, demand_fetch: bool) -> int:
@@ -55,3 +71,15 @@ def brute_force(t, budget: int, demand_fetch: bool) -> int:
             cap = max(0, budget - sum(tok[i] for i in pinned))
             states = choose(states, {x}, cap)
     return max(states.values())
+
+
+# ------------------------------------------------ the installed command, as a user runs it
+MEMLENS = shutil.which("memlens") or str(Path(sys.executable).parent / "memlens")
+
+
+def memlens(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run([MEMLENS, *args], cwd=cwd, capture_output=True, text=True, env=env)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"memlens {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc

@@ -1,4 +1,4 @@
-"""Small-trace helpers shared by the per-policy tests (tests/test_policy_*.py).
+"""Small-trace helpers shared by the per-policy tests (tests/policies/test_policy_*.py).
 
 Not a test module itself: it builds event dicts, replays them and reads the outcome back in
 item ids, so that each hand-computed case reads like the story it tells.

@@ -8,7 +8,7 @@ import pytest
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
-from test_cli import memlens  # noqa: E402
+from helpers import memlens  # noqa: E402
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "figure1_from_mlflow.ipynb"
 

@@ -3,7 +3,9 @@
 Owns: the metric registry (``registry``) and the metrics declared in it (``metrics``), miss
 costs (``costs``), intervals over streams (``stats``), verdict stability (``stability``), a
 run's typed report (``report``), the recommendation (``recommend``), the event log
-(``eventlog``) and the oracle's report section (``oracle_report``).
+(``eventlog``), its DuckDB tables and queries (``prepared``, ``queries``: the page and the
+static report share them), terminal tables (``table``) and the oracle's report section
+(``oracle_report``).
 
 May import: ``memlens.simulator``, ``memlens.policy``, ``memlens.kernels``, ``memlens.oracle``,
 ``memlens.retrieval``, ``memlens.trace``, ``memlens._util``; never ``config``, ``runs``,

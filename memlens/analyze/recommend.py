@@ -121,7 +121,7 @@ def _sure(rows: list[dict], choice: Choice, cfg: StatsConfig) -> dict | None:
 
 
 def _fmt(key: str, iv, signed: bool = False) -> str:
-    from memlens.present.table import interval_cell
+    from memlens.analyze.table import interval_cell
 
     return interval_cell(key, iv, signed=signed)
 
@@ -206,7 +206,7 @@ def recommend(rows: list[dict], choice: Choice, cfg: StatsConfig) -> dict:
 
 def render(doc: dict, rows: list[dict], cfg: StatsConfig) -> str:
     """The short table per trace (front, recommended, alternative) and the statements."""
-    from memlens.present.table import format_table, interval_cell
+    from memlens.analyze.table import format_table, interval_cell
 
     metric, cost = doc["metric"], doc["cost"]
     out = []

@@ -18,7 +18,7 @@ import time
 
 from memlens._util import safecache
 from memlens._util.cachedir import KINDS, cache_dir, cache_root
-from memlens.present.table import format_table
+from memlens.analyze.table import format_table
 
 USAGE = f"""usage: memlens cache info | clear [KIND]
 

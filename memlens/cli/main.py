@@ -44,6 +44,7 @@ examples:
 every command: --cfg job (show the composed config), --help (Hydra's help)
 """
 
+
 #: Hydra flags after which nothing runs (help, config printing): no validation needed.
 def policy_overrides_to_list(argv: list[str]) -> list[str]:
     """``compare``: ``policy.<param>=v`` arguments become one ``policy_overrides=[...]``.

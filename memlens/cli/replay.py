@@ -22,8 +22,8 @@ from memlens.analyze.recommend import Choice, default_cost, recommend, render
 from memlens.analyze.registry import declared, report_columns, summary_columns
 from memlens.analyze.report import Report
 from memlens.analyze.stats import Interval, StatsConfig, differences
+from memlens.analyze.table import format_table, interval_cell, to_csv
 from memlens.config.compose import policy_config
-from memlens.config.preflight import check_engine, check_files, trace_loader
 from memlens.config.schema import (
     CommonConfig,
     CompareConfig,
@@ -34,8 +34,8 @@ from memlens.config.schema import (
     resolve,
 )
 from memlens.config.store import SettingsError, policy_targets, registered_policies
-from memlens.present.table import format_table, interval_cell, to_csv
 from memlens.runs.pipeline import load_trace, run
+from memlens.runs.preflight import check_engine, check_files, trace_loader
 from memlens.runs.sweep import Sweep
 from memlens.trace.io import TraceError
 
@@ -60,7 +60,7 @@ def check_policy_builds(policy_cfg):
 def check_simulate(cfg: DictConfig) -> Callable[[], None]:
     """Everything ``simulate`` can check before it starts (raises on the first problem).
 
-    Returns the deferred step, the trace parse (``memlens.config.preflight``), which
+    Returns the deferred step, the trace parse (``memlens.runs.preflight``), which
     ``memlens.config.app.validate`` runs once every job's settings have passed."""
     settings: RunConfig = resolve(cfg)
     policy = check_policy_builds(settings.policy)

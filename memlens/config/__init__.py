@@ -3,8 +3,7 @@
 Owns: the config store and policy registry (``store``: ``conf/`` and ``registered_policies``),
 the typed settings of every command registered in Hydra's ConfigStore (``schema``), composing
 a config the way the CLI does (``compose``), the Hydra application every subcommand runs in
-(``app``), files a setting names (``paths``) and the checks before a replay starts
-(``preflight``).
+(``app``), and files a setting names (``paths``).
 
 May import: ``memlens.analyze`` and everything below it; never ``runs``, ``learn``,
 ``present``, ``ui`` or ``cli``.

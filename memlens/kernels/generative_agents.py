@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from memlens.kernels.common import result, timed
+from memlens.kernels.common import result, timed, warm_up
 from memlens.kernels.scantree import GENERATIVE_AGENTS, replay_scan, scan_arguments
 from memlens.kernels.simd import TERM_PAD
 from memlens.trace.model import Trace
@@ -105,15 +105,13 @@ def vector_ids(ptr: np.ndarray, term: np.ndarray, weight: np.ndarray) -> np.ndar
                      for a, b in zip(p[:-1], p[1:])], np.int64)  # fmt: skip
 
 
-def _trace_query_arrays(trace: Trace):
+def _trace_query_arrays(policy, trace: Trace):
     """:func:`query_arrays` of the trace's TF-IDF vectors (the class's ``tfidf_rows`` as CSR
     arrays, ``tfidf_csr``), the CSR part cached on the trace; the scratch arrays are fresh for
     every replay."""
-    from memlens.policies.generative_agents import tfidf_csr
-
     cached = trace.__dict__.get(_CSR_KEY)
     if cached is None:
-        cached = trace.__dict__[_CSR_KEY] = query_arrays(tfidf_csr(trace))
+        cached = trace.__dict__[_CSR_KEY] = query_arrays(policy.tfidf_csr(trace))
     q = cached
     scratch = (np.zeros(q[6].shape[0], np.uint64), np.zeros(q[7].shape[0]),
                np.full(1, -1, np.int64))  # fmt: skip
@@ -121,24 +119,18 @@ def _trace_query_arrays(trace: Trace):
 
 
 def _arguments(policy, trace: Trace, budget: int, demand_fetch: bool):
-    from memlens.policies.generative_agents import importance
-
     X = np.zeros((3, trace.n_items))
-    X[1] = importance(trace, policy)  # the class's own
+    X[1] = policy.importance_of(trace)  # the class's own
     t0 = np.array([float(trace.ev_t[ev[0]]) if len(ev) else 0.0 for ev in trace.stream_events])
     pol = [policy.w_recency, policy.w_importance, policy.w_relevance, policy.log_decay_per_s,
            1.0 if policy.normalize else 0.0]  # fmt: skip
     return scan_arguments(trace, budget, demand_fetch, GENERATIVE_AGENTS, pol, X, [],
-                          query=_trace_query_arrays(trace), t0=t0)  # fmt: skip
+                          query=_trace_query_arrays(policy, trace), t0=t0)  # fmt: skip
 
 
 def replay(policy, trace: Trace, budget: int, demand_fetch: bool, seed: int):
-    """The ``generative_agents`` kernel (``memlens.policy.KERNELS``): the reference result."""
-    if not replay_scan.signatures:  # compile (or load from the cache) outside the timed region
-        from memlens.testing import trace as tiny
-        from memlens.testing import w
-
-        replay_scan(*_arguments(policy, tiny(w("a", 1)), 1, False)[1])
+    """The ``generative_agents`` kernel: the reference result."""
+    warm_up(replay_scan, lambda tiny: _arguments(policy, tiny, 1, False)[1])
     out, args = _arguments(policy, trace, budget, demand_fetch)
     m, wall = timed(replay_scan, *args)
     return result(out, m, policy.name, budget, demand_fetch, wall)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from memlens.kernels.common import outputs, result, stream_offsets, timed, trace_arrays
+from memlens.kernels.common import outputs, result, stream_offsets, timed, trace_arrays, warm_up
 from memlens.kernels.heap import heap_remove, heap_set, heap_top, new_heap
 from memlens.kernels.rule import (
     ACTIVE,
@@ -336,15 +336,13 @@ def _csr(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 _CACHE_KEY = "_memlens_learned_kernel"  # on the trace, next to the class's own cache
 
 
-def _trace_columns(trace: Trace) -> dict:
-    """The read-only arrays of the class's anchor table the loop reads (cached on the trace,
-    like the table itself: every budget and setting shares them)."""
-    from memlens.policies.learned import anchor_table
-
+def _trace_columns(policy, trace: Trace) -> dict:
+    """The read-only arrays of the class's anchor table (``policy.anchor_table``) the loop
+    reads (cached on the trace, like the table itself: every budget and setting shares them)."""
     cache = trace.__dict__.setdefault(_CACHE_KEY, {})
     if "columns" in cache:
         return cache["columns"]
-    table, n = anchor_table(trace), trace.n_items
+    table, n = policy.anchor_table(trace), trace.n_items
     timed_rows, timed_ptr = _csr(table.stream_timed)
     slot, base = stream_offsets(trace)
     stream_items = np.empty(n, np.int64)
@@ -363,17 +361,15 @@ def _trace_columns(trace: Trace) -> dict:
 
 
 def _keys(policy, trace: Trace, budget: int) -> np.ndarray:
-    """``keys[miss, row]``: the class's batch keys (``anchor_key_arrays``, cached on the
-    trace)."""
-    from memlens.policies.learned import anchor_key_arrays
-
-    return anchor_key_arrays(trace, policy.model, budget, policy.decay, policy.size_exponent)
+    """``keys[miss, row]``: the class's batch keys (``policy.anchor_key_arrays``, cached on
+    the trace)."""
+    return policy.anchor_key_arrays(trace, policy.model, budget, policy.decay, policy.size_exponent)
 
 
 def learned_state(policy, trace: Trace, budget: int) -> tuple:
     """The per-trace arrays and fresh replay state; the layout the helpers index (``ls[k]``)
     is listed in the code."""
-    c, n = _trace_columns(trace), trace.n_items
+    c, n = _trace_columns(policy, trace), trace.n_items
     return (
         np.zeros(n, np.uint8),  # 0 state: ABSENT, ACTIVE or PINNED (trusted mode)
         c["write_row"].copy(),  # 1 row: each item's latest point
@@ -409,18 +405,14 @@ def _arguments(policy, trace: Trace, budget: int, demand_fetch: bool) -> tuple:
 
 
 def replay(policy, trace: Trace, budget: int, demand_fetch: bool, seed: int):
-    """The ``learned`` kernel (``memlens.policy.KERNELS``): the reference engine's result."""
+    """The ``learned`` kernel: the reference engine's result."""
     if policy.retrain_every:
         raise ValueError("the learned kernel does not retrain online (retrain_every > 0)")
     if policy.model is None:  # never leaves cold start: the rule scorer's closures
         from memlens.kernels.rule import replay_rule
 
         return replay_rule(policy._rule, trace, budget, demand_fetch, policy.name)
-    if not _replay.signatures:  # compile (or load from the cache) outside the timed region
-        from memlens.testing import trace as tiny
-        from memlens.testing import w
-
-        _replay(*_arguments(policy, tiny(w("a", 1)), 1, False)[1])
+    warm_up(_replay, lambda tiny: _arguments(policy, tiny, 1, False)[1])
     out, args = _arguments(policy, trace, budget, demand_fetch)
     m, wall = timed(_replay, *args)
     res = result(out, m, policy.name, budget, demand_fetch, wall)

@@ -163,7 +163,7 @@ def _run(trace: Trace, budget: int, demand_fetch: bool):
 
 
 def replay(policy, trace: Trace, budget: int, demand_fetch: bool, seed: int):
-    """The ``lfu`` kernel (``memlens.policy.KERNELS``): the reference result of ``LFU``."""
+    """The ``lfu`` kernel: the reference result of ``LFU``."""
     if trace.n_events * max(trace.n_items, 1) >= 2**63:  # the tie-break last * n_items + item
         raise ValueError("the lfu kernel needs events x items < 2**63; use engine=reference")
     out, moves, wall = _run(trace, budget, demand_fetch)

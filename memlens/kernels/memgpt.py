@@ -227,7 +227,7 @@ def _warm_up(args: tuple) -> None:
 
 
 def replay(policy, trace: Trace, budget: int, demand_fetch: bool, seed: int):
-    """The ``memgpt`` kernel (``memlens.policy.KERNELS``): the reference result of ``MemGPT``.
+    """The ``memgpt`` kernel: the reference result of ``MemGPT``.
 
     Like a reference replay, it leaves the last stream's ``pressure_warnings`` and ``flushes``
     on the policy (the reference engine resets them at every stream)."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from memlens.kernels.common import result, timed
+from memlens.kernels.common import result, timed, warm_up
 from memlens.kernels.scantree import MEMORYBANK, replay_scan, scan_arguments
 from memlens.trace.model import Trace
 
@@ -47,14 +47,10 @@ def _arguments(policy, trace: Trace, budget: int, demand_fetch: bool):
 
 
 def replay(policy, trace: Trace, budget: int, demand_fetch: bool, seed: int):
-    """The ``memorybank`` kernel (``memlens.policy.KERNELS``): the reference engine's result."""
+    """The ``memorybank`` kernel: the reference engine's result."""
     if policy.stochastic:
         raise ValueError("the memorybank kernel replays deterministic MemoryBank only")
-    if not replay_scan.signatures:  # compile (or load from the cache) outside the timed region
-        from memlens.testing import trace as tiny
-        from memlens.testing import w
-
-        replay_scan(*_arguments(policy, tiny(w("a", 1)), 1, False)[1])
+    warm_up(replay_scan, lambda tiny: _arguments(policy, tiny, 1, False)[1])
     out, args = _arguments(policy, trace, budget, demand_fetch)
     m, wall = timed(replay_scan, *args)
     return result(out, m, policy.name, budget, demand_fetch, wall)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from memlens.kernels.common import result, timed
+from memlens.kernels.common import result, timed, warm_up
 from memlens.kernels.scantree import MEMORYOS_HEAT, replay_scan, scan_arguments
 from memlens.trace.model import Trace
 
@@ -47,12 +47,8 @@ def _arguments(policy, trace: Trace, budget: int, demand_fetch: bool):
 
 
 def replay(policy, trace: Trace, budget: int, demand_fetch: bool, seed: int):
-    """The ``memoryos_heat`` kernel (``memlens.policy.KERNELS``): the reference result."""
-    if not replay_scan.signatures:  # compile (or load from the cache) outside the timed region
-        from memlens.testing import trace as tiny
-        from memlens.testing import w
-
-        replay_scan(*_arguments(policy, tiny(w("a", 1)), 1, False)[1])
+    """The ``memoryos_heat`` kernel: the reference result."""
+    warm_up(replay_scan, lambda tiny: _arguments(policy, tiny, 1, False)[1])
     out, args = _arguments(policy, trace, budget, demand_fetch)
     m, wall = timed(replay_scan, *args)
     return result(out, m, policy.name, budget, demand_fetch, wall)

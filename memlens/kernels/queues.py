@@ -4,7 +4,7 @@ The reference simulator (``memlens.simulator``) is the definition; this module i
 optimisation of it for the two policies whose whole state is one queue.  It keeps an intrusive
 doubly linked list over item indices (``prev``/``nxt`` arrays, per-stream head and tail), so
 every operation is O(1) and the cost per event does not depend on how many items are held.
-``tests/test_fastpath.py`` checks it against the reference event for event (hits, context
+``tests/kernels/test_fastpath.py`` checks it against the reference event for event (hits, context
 tokens, evictions and the whole move log) on random traces.
 
 A need may be a group of alternative items (trace format 1.1; ``memlens.trace.model``): the kernel
@@ -255,10 +255,10 @@ def simulate_fast(trace: Trace, kernel: str, name: str, budget: int, demand_fetc
 
 
 def replay_fifo(policy, trace: Trace, budget: int, demand_fetch: bool, seed: int) -> SimResult:
-    """The ``fifo`` kernel (``memlens.policy.KERNELS``): window and token_buffer."""
+    """The ``fifo`` kernel: window and token_buffer."""
     return simulate_fast(trace, "fifo", policy.name, budget, demand_fetch)
 
 
 def replay_lru(policy, trace: Trace, budget: int, demand_fetch: bool, seed: int) -> SimResult:
-    """The ``lru`` kernel (``memlens.policy.KERNELS``)."""
+    """The ``lru`` kernel."""
     return simulate_fast(trace, "lru", policy.name, budget, demand_fetch)

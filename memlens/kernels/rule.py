@@ -28,7 +28,7 @@ import math
 import numba
 import numpy as np
 
-from memlens.kernels.common import outputs, result, timed, trace_arrays
+from memlens.kernels.common import outputs, result, timed, trace_arrays, warm_up
 from memlens.kernels.heap import heap_remove, heap_set, new_heap
 from memlens.simulator import MoveKind
 from memlens.trace.features import static_value
@@ -424,16 +424,12 @@ def _arguments(policy, trace: Trace, budget: int, demand_fetch: bool) -> tuple:
 
 def replay_rule(policy, trace: Trace, budget: int, demand_fetch: bool, name: str):
     """Replay ``trace`` against the rule scorer ``policy``; the result is named ``name``."""
-    if not _replay.signatures:  # compile (or load from the cache) outside the timed region
-        from memlens.testing import trace as tiny
-        from memlens.testing import w
-
-        _replay(*_arguments(policy, tiny(w("a", 1)), 1, False)[1])
+    warm_up(_replay, lambda tiny: _arguments(policy, tiny, 1, False)[1])
     out, args = _arguments(policy, trace, budget, demand_fetch)
     m, wall = timed(_replay, *args)
     return result(out, m, name, budget, demand_fetch, wall)
 
 
 def replay(policy, trace: Trace, budget: int, demand_fetch: bool, seed: int):
-    """The ``rule`` kernel (``memlens.policy.KERNELS``): the reference engine's result."""
+    """The ``rule`` kernel: the reference engine's result."""
     return replay_rule(policy, trace, budget, demand_fetch, policy.name)

@@ -7,7 +7,7 @@ candidates cost about 450 ns per victim choice, most of Generative Agents' repla
 65536.  Here the loops work on vectors of 8 doubles (16 int16 or int32 terms), with four
 accumulators in the main loop so no chain of dependent compares limits it; LLVM lowers the
 vectors to whatever the processor has (AVX-512, AVX2 or SSE), with the same results
-(``tests/test_kernels_simd.py``; ``tests/test_kernels_avx2.py`` compiles for AVX2).
+(``tests/kernels/test_kernels_simd.py``; ``tests/kernels/test_kernels_avx2.py`` compiles for AVX2).
 
 Exactness: a score is the reference's expression, ``p0 * (p3 * x0) + p1 * x1 + p2 * x2``,
 with IEEE multiplications and additions in that order (no fused multiply-add: the IR carries

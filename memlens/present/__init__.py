@@ -1,6 +1,7 @@
-"""What a person reads: terminal tables, a run's static ``report.html`` and the Markdown/HTML
-report of an MLflow experiment.
+"""What a person reads: a run's static ``report.html`` and the Markdown/HTML report of an
+MLflow experiment.  (Terminal tables are ``memlens.analyze.table``; the event-log queries the
+static report shares with the page are ``memlens.analyze.queries``.)
 
-May import: ``memlens.runs``, ``memlens.analyze`` and everything below; never ``ui`` (except
-its prepared queries, which the static report shares) or ``cli``.
+May import: ``memlens.config``, ``memlens.analyze`` and everything below; never ``runs``,
+``learn``, ``ui`` or ``cli``.
 """

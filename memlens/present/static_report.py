@@ -3,7 +3,7 @@
 Why: a run folder (or an MLflow artifact) should be readable without a server.  The page is
 plain HTML with inline SVG drawn here (no JavaScript at all, so it opens anywhere, offline,
 and untrusted memory text can never run: every string is escaped).  It answers the same
-DuckDB questions as the ``memlens ui`` page (``memlens.ui.queries``), for the first page of
+DuckDB questions as the ``memlens ui`` page (``memlens.analyze.queries``), for the first page of
 items and the worst requests.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
-from memlens.ui import queries
-from memlens.ui.prepared import Prepared
+from memlens.analyze import queries
+from memlens.analyze.prepared import Prepared
 
 TIER_COLORS = {"wm": "#2b8a3e", "stc": "#e8a317", "lts": "#5c7cfa", "new": "#bbbbbb"}
 ROW_H, LEFT, WIDTH = 14, 190, 900

@@ -230,7 +230,7 @@ def replay_tiers_reference(
     trace: Trace, result: SimResult, short_term_tokens: int, ttl_s: float | None = None
 ) -> TierLog:
     """:func:`replay_tiers` through :class:`TierState`, one Python call per move: the
-    definition the compiled kernel is tested against (``tests/test_compare_fast.py``)."""
+    definition the compiled kernel is tested against (``tests/runs/test_compare_fast.py``)."""
     state = TierState(trace, short_term_tokens, ttl_s)
     stream = trace.req_stream.tolist()
     for e, i, k in merged_schedule(trace, result, ticks=ttl_s is not None):

@@ -4,7 +4,7 @@ A *decision point* is a pair (item ``i``, event ``e``): "how much is ``i`` worth
 event ``e`` of its stream?".  :func:`decision_features` computes one row of
 :data:`FEATURE_NAMES` per point, vectorised over any number of points, from the trace's events
 at or before ``e`` only: a row does not change when anything after ``e`` changes
-(``tests/test_learned.py`` checks it with hypothesis).  The training table
+(``tests/learn/test_learned.py`` checks it with hypothesis).  The training table
 (``memlens.learn.train``) and the replay (``policies/learned.py``) both call this one function, so a
 model is scored on exactly the features it was trained on.
 

@@ -13,7 +13,7 @@
   :data:`memlens.scorer.decision_features.FEATURE_NAMES` in order.
 * :class:`CompiledForest` evaluates the trees from ``booster.dump_model()`` arrays in numba
   (LightGBM's numerical split rule with its missing-value handling), so the policy never pays
-  LightGBM's per-call thread-pool overhead; ``tests/test_learned.py`` checks that it gives
+  LightGBM's per-call thread-pool overhead; ``tests/learn/test_learned.py`` checks that it gives
   LightGBM's raw scores.
 """
 

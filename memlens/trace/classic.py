@@ -3,7 +3,7 @@
 This is the bridge to forty years of cache research: each object's first access becomes a
 ``write`` and every later access a ``request`` needing that one object.  Replayed with
 ``demand_fetch=true``, MemLens' LRU and window must then count exactly the hits of any textbook
-LRU or FIFO cache on the same key sequence (``tests/test_cache_parity.py`` checks this against
+LRU or FIFO cache on the same key sequence (``tests/runs/test_cache_parity.py`` checks this against
 cachetools and libCacheSim).  The builder works on whole arrays, so a ten-million access trace
 converts in seconds.
 """

@@ -13,8 +13,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
+from memlens.analyze import queries
 from memlens.learn.feedback import FeedbackError, FeedbackStore
-from memlens.ui import queries
 from memlens.ui.runs import RunAccessError, local_runs, mlflow_runs, resolve_run
 from memlens.ui.state import CSP, STATIC, check_write, int_param, json_safe
 from memlens.ui.whatif import feedback_row, what_if

@@ -12,7 +12,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from memlens.ui.prepared import Prepared, PreparedCache
+from memlens.analyze.prepared import Prepared, PreparedCache
 from memlens.ui.runs import RunAccessError, run_file
 
 STATIC = Path(__file__).parent / "static"

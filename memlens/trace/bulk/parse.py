@@ -38,8 +38,8 @@ list of alternatives in ``needs``, a gzip error, a line too long) makes it give 
 which raises the precise ``TraceError`` (file, line, field) or, for a valid input this module
 does not handle, loads it.  The errors are therefore the exact parser's by construction; what
 this module must guarantee is that it accepts nothing the exact parser rejects and builds the
-very same :class:`~memlens.trace.model.Trace` (tests/test_fast_parse.py checks both, differentially,
-through each tier; tests/test_json_scan.py checks the scanner's numbers and strings against
+very same :class:`~memlens.trace.model.Trace` (tests/trace/test_fast_parse.py checks both, differentially,
+through each tier; tests/trace/test_json_scan.py checks the scanner's numbers and strings against
 orjson's).
 
 Why a compiled scanner, and not ``pyarrow.json.read_json`` or orjson with vectorised column
@@ -385,7 +385,7 @@ class _ReadAhead(_Ahead):
 def _open_decompressed(path: str | os.PathLike) -> Iterator:
     """``open_trace(path)``, a gzip file decompressed by ISA-L's igzip if installed: the same
     bytes as zlib, and an error (here: a give-up) for every file zlib refuses, truncated,
-    corrupt or with trailing garbage (tests/test_fast_parse.py checks both)."""
+    corrupt or with trailing garbage (tests/trace/test_fast_parse.py checks both)."""
     fh = open_trace(path)
     raw = fh.fileobj if _igzip is not None and isinstance(fh, gzip.GzipFile) else None
     try:
@@ -648,7 +648,7 @@ def _typed_events(text: bytes) -> list | None:
     parser wants one object per line.  Every line break here lies between a ``}`` and a
     ``{`` (the check below), which no JSON value holds inside itself: a string cannot hold a
     raw line break, and ``}`` then ``{`` is not valid inside an object or a list (msgspec
-    checks the grammar of the text it skips too, tests/test_fast_parse.py; only its UTF-8 and
+    checks the grammar of the text it skips too, tests/trace/test_fast_parse.py; only its UTF-8 and
     number ranges go unchecked, which orjson then checks).  So each value lies within one
     line, each line starts one, and ``n`` values for ``n`` lines means one a line (and the
     k-th event is the k-th line, which the pins' second decoding relies on)."""

@@ -98,7 +98,9 @@ def test_no_model_is_the_rule_scorer():
 
 def test_online_retraining_is_left_to_the_reference_engine():
     policy = LearnedScorer(retrain_every=4)
-    assert kernel_of(policy) is None and kernel_of(LearnedScorer()) == "learned"
+    assert (
+        kernel_of(policy) is None and kernel_of(LearnedScorer()) == "memlens.kernels.learned:replay"
+    )
     assert kernel_of(LearnedScorer(model=None, retrain_every=2)) is None
     tr = trace_from_events(random_events(np.random.default_rng(2), n_events=200, n_streams=2))
     with pytest.raises(ValueError, match="no fast kernel"):

@@ -64,7 +64,10 @@ def test_engine_fast_requires_a_kernel():
 def test_kernels_are_registered_for_exact_classes():
     assert COMPILED_KERNELS[LRU] == "lru"
     assert COMPILED_KERNELS[SlidingWindow] == COMPILED_KERNELS[ConversationTokenBuffer] == "fifo"
-    assert kernel_of(LRU()) == "lru" and kernel_of(SlidingWindow()) == "fifo"
+    assert (
+        kernel_of(LRU()) == "memlens.kernels.queues:replay_lru"
+        and kernel_of(SlidingWindow()) == "memlens.kernels.queues:replay_fifo"
+    )
 
 
 class LazyLRU(LRU):
@@ -92,21 +95,24 @@ def test_a_subclass_does_not_inherit_its_parents_kernel():
 
 
 def test_a_subclass_may_register_a_kernel_of_its_own():
-    @compiled_kernel("fifo")
+    @compiled_kernel("memlens.kernels.queues:replay_fifo")
     class LazyLRUAsFifo(LazyLRU):  # touch does nothing: a FIFO, as the fifo kernel replays
         name = "lazy-lru-fifo"
 
-    assert kernel_of(LazyLRUAsFifo()) == "fifo"
+    assert kernel_of(LazyLRUAsFifo()) == "memlens.kernels.queues:replay_fifo"
     assert simulate(BASIC_ZIPF, LazyLRUAsFifo(), budget=3_000).engine == "fast"
     check_policy(LazyLRUAsFifo)
 
 
 def test_a_wrong_registration_fails_the_checker():
-    @compiled_kernel("fifo")
+    @compiled_kernel("memlens.kernels.queues:replay_fifo")
     class NotAFifo(LRU):
         name = "not-a-fifo"
 
-    with pytest.raises(CheckFailed, match="check_compiled_kernel.*'fifo' kernel differs"):
+    with pytest.raises(
+        CheckFailed,
+        match="check_compiled_kernel.*'memlens.kernels.queues:replay_fifo' kernel differs",
+    ):
         check_policy(NotAFifo)
 
 
@@ -116,8 +122,8 @@ def test_the_old_class_attribute_is_refused():
         class Old(LRU):
             fast_kernel = "lru"
 
-    with pytest.raises(ValueError, match="unknown compiled kernel"):
-        compiled_kernel("arc")
+    with pytest.raises(ValueError, match="'module:function'"):
+        compiled_kernel("arc")  # a bare name, as the old central dict had them
 
 
 BASIC_ZIPF = classic_trace(zipf_keys(2_000, 300, 0.8, np.random.default_rng(1)))

@@ -1,7 +1,7 @@
 """Typed settings: every bad setting stops a command before it starts (exit 2, one line).
 
 These run in-process through Hydra's compose API (``memlens.config.app.validate`` is what the
-command line runs before launching); ``tests/test_cli.py`` checks a few end to end.
+command line runs before launching); ``tests/cli/test_cli.py`` checks a few end to end.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ from memlens.trace.io import (
 )
 from memlens.trace.model import Trace
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def assert_same_trace(a: Trace, b: Trace) -> None:

@@ -15,16 +15,16 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: Haswell's features, AVX-512 off (numba otherwise takes the host's)
 HASWELL = ("+64bit,+avx,+avx2,+bmi,+bmi2,+cmov,+cx16,+f16c,+fma,+fxsr,+lzcnt,+mmx,+movbe,"
            "+popcnt,+sse,+sse2,+sse3,+sse4.1,+sse4.2,+ssse3,+xsave,-avx512f,-avx512bw,"
            "-avx512vl,-avx512dq,-avx512cd")  # fmt: skip
 TESTS = [
-    "tests/test_kernels_simd.py",
-    "tests/test_kernels_generative_agents.py",
-    "tests/test_kernels_memorybank.py",
-    "tests/test_kernels_memoryos_heat.py",
+    "tests/kernels/test_kernels_simd.py",
+    "tests/kernels/test_kernels_generative_agents.py",
+    "tests/kernels/test_kernels_memorybank.py",
+    "tests/kernels/test_kernels_memoryos_heat.py",
 ]
 
 

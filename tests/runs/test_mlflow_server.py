@@ -8,9 +8,8 @@ import json
 import pytest
 
 pytest.importorskip("mlflow")
+from helpers import memlens  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
-from test_cli import memlens  # noqa: E402
-from test_mlflow import mlflow_server  # noqa: E402, F401  (the server fixture)
 
 
 @pytest.mark.slow  # an MLflow server and two memlens processes: about a minute

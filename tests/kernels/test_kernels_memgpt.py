@@ -83,4 +83,4 @@ def test_memgpt_counters_are_the_last_streams_as_after_a_reference_replay():
 
 
 def test_memgpt_is_registered():
-    assert kernel_of(MemGPT()) == "memgpt"
+    assert kernel_of(MemGPT()) == "memlens.kernels.memgpt:replay"

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import memlens  # noqa: E402
 from hypothesis import given
 from hypothesis import strategies as st
 from memlens.policies.lru import LRU
 from memlens.policies.window import SlidingWindow
-from test_cli import memlens, small_trace  # noqa: F401
 
 from memlens.analyze import metrics
 from memlens.analyze.costs import CostsConfig
@@ -211,7 +211,7 @@ def test_a_run_logs_its_params_and_metrics_in_one_call():
 
 # ------------------------------------------------ the benchmark and the figure
 def bench_modules():
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     for sub in ("experiments", "benchmarks"):
         if str(root / sub) not in sys.path:
             sys.path.insert(0, str(root / sub))

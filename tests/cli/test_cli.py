@@ -3,42 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from helpers import memlens
 
 from memlens.analyze.registry import declared
-
-MEMLENS = shutil.which("memlens") or str(Path(sys.executable).parent / "memlens")
-
-
-def memlens(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.run([MEMLENS, *args], cwd=cwd, capture_output=True, text=True, env=env)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"memlens {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
-    return proc
-
-
-@pytest.fixture(scope="module")
-def small_trace(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("trace")
-    memlens(
-        "data",
-        "generate",
-        "archetype=simple",
-        "seed=3",
-        "streams=2",
-        "events_per_stream=300",
-        f"out={d / 't.jsonl.gz'}",
-        cwd=d,
-    )
-    return d / "t.jsonl.gz"
 
 
 def test_help_and_module_entry_point(tmp_path):

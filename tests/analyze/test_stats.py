@@ -12,8 +12,8 @@ from scipy import stats as sps
 
 from memlens.analyze.registry import combine, declared, decomposable
 from memlens.analyze.stats import StatsConfig, difference, interval, resample_counts
+from memlens.analyze.table import interval_cell
 from memlens.config.compose import run_settings
-from memlens.present.table import interval_cell
 from memlens.runs import pipeline
 
 SMALL = ["oracle.enabled=false", "mlflow.enabled=false"]

@@ -5,7 +5,7 @@ the page only ever receives aggregates or one page of items (``limit`` rows at m
 :data:`MAX_LIMIT`), so the browser stays responsive whatever the run's size.  The static report
 (``memlens.present.static_report``) asks the same questions, so the page and the report agree.
 
-Every function but :func:`diff` takes a :class:`memlens.ui.prepared.Prepared` run (the log
+Every function but :func:`diff` takes a :class:`memlens.analyze.prepared.Prepared` run (the log
 loaded once into sorted tables) and returns plain JSON-able values.  Tiers: ``new`` (not yet
 written), ``wm`` (working memory), ``stc`` (short-term cache), ``lts`` (long-term store).
 Items are paged in write order (item index), requests in request order, within the chosen
@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from memlens.ui.prepared import KINDS_SQL, Prepared, parquet_source
+from memlens.analyze.prepared import KINDS_SQL, Prepared, parquet_source
 
 MAX_LIMIT = 500  # rows of any list the page can ask for at once
 

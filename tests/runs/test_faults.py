@@ -28,8 +28,8 @@ from memlens.runs import mlflow_store, writers
 from memlens.runs.interrupts import interruptible, signals_held
 
 mlflow = pytest.importorskip("mlflow")
+from helpers import MEMLENS, memlens  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
-from test_cli import MEMLENS, memlens, small_trace  # noqa: E402, F401
 
 SLOW_POLICY = '''
 import os, time

@@ -166,4 +166,4 @@ def test_an_infeasible_plan_fails_the_same_way_on_both_engines():
 
 
 def test_oracle_is_registered():
-    assert kernel_of(Oracle(plans=[])) == "oracle"
+    assert kernel_of(Oracle(plans=[])) == "memlens.kernels.oracle:replay"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_cli import memlens
+from helpers import memlens  # noqa: E402
 
 from memlens.analyze.recommend import Choice, pareto_front, ranked, recommend
 from memlens.analyze.stats import StatsConfig

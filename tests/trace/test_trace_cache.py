@@ -1,6 +1,6 @@
 """The disk cache of parsed traces serves exactly what parsing gives, and never stale data.
 
-(Damage, planted pickles, orphans and the size cap, for every cache: tests/test_cache_safety.py.)
+(Damage, planted pickles, orphans and the size cap, for every cache: tests/runs/test_cache_safety.py.)
 """
 
 from __future__ import annotations

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -13,8 +10,8 @@ import pytest
 from memlens.config.compose import compose_config
 
 mlflow = pytest.importorskip("mlflow")
+from helpers import memlens  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
-from test_cli import memlens  # noqa: E402
 
 RUN_PARAMS = {"trace", "trace_sha256", "policy", "policy_cfg._target_", "budget", "demand_fetch",
               "seed", "memlens_version", "git_commit", "schema_version"}  # fmt: skip
@@ -84,55 +81,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-@pytest.fixture
-def mlflow_server(tmp_path):
-    """An MLflow tracking server on 127.0.0.1 for this test only."""
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mlflow",
-            "server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--backend-store-uri",
-            f"sqlite:///{tmp_path / 'server.db'}",
-            "--artifacts-destination",
-            str(tmp_path / "server-artifacts"),
-            "--workers",
-            "1",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        cwd=tmp_path,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        import urllib.request
-
-        for _ in range(300):
-            if proc.poll() is not None:
-                raise RuntimeError(f"mlflow server exited: {proc.stderr.read().decode()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=1) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.2)
-        else:
-            raise RuntimeError("mlflow server did not come up")
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def test_runs_reach_a_tracking_server(tmp_path, mlflow_server):
