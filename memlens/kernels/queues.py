@@ -24,6 +24,7 @@ import time
 import numba
 import numpy as np
 
+from memlens.kernels.moves import any_resident
 from memlens.simulator import MoveKind, SimResult
 from memlens.trace.model import EventKind, Trace
 
@@ -121,11 +122,7 @@ def _replay(
                 g = g0
                 for j in range(lo, hi):
                     i = needs[j]
-                    present = in_wm[i] == 1
-                    if g < n_alt and alt_need[g] == j:
-                        for q in range(alt_ptr[g], alt_ptr[g + 1]):
-                            present = present or in_wm[alt_items[q]] == 1
-                        g += 1
+                    present, g = any_resident(j, g, needs, alt_need, alt_ptr, alt_items, in_wm)
                     if not present and item_tokens[i] <= budget:
                         _append(i, s, prev, nxt, head, tail)
                         in_wm[i] = 1

@@ -30,6 +30,7 @@ import numpy as np
 
 from memlens.kernels.common import outputs, result, timed, trace_arrays, warm_up
 from memlens.kernels.heap import heap_remove, heap_set, new_heap
+from memlens.kernels.moves import any_resident, count_needs
 from memlens.simulator import MoveKind
 from memlens.trace.features import static_value
 from memlens.trace.model import ANNOTATE, ITEM_TYPES, EventKind, Trace
@@ -314,32 +315,17 @@ def _request(req, par, rs, sim, out, x, s, e, g0, m, budget, demand_fetch):
     tok, (in_wm, _, uses_seen, used, pinned_tok, _) = par[7], sim
     need_hit, ctx_tokens, pinned_at = out[0], out[1], out[2]
     mv_event, mv_item, mv_kind = out[5], out[6], out[7]
-    n_alt = alt_need.shape[0]
     lo, hi = needs_ptr[x], needs_ptr[x + 1]
     ctx_tokens[x] = used[s]
     pinned_at[x] = pinned_tok[s]
-    g = g0
-    for j in range(lo, hi):
-        i = needs[j]
-        if in_wm[i]:
-            need_hit[j] = 1
-        uses_seen[i] += 1
-        if g < n_alt and alt_need[g] == j:
-            for q in range(alt_ptr[g], alt_ptr[g + 1]):
-                need_hit[j] |= in_wm[alt_items[q]]
-                uses_seen[alt_items[q]] += 1
-            g += 1
+    count_needs(lo, hi, g0, needs, alt_need, alt_ptr, alt_items, in_wm, uses_seen, need_hit)
     rule_observe(par, rs, items_ptr, items, x, e, s)
     if not demand_fetch:
         return m
     g = g0
     for j in range(lo, hi):
         i = needs[j]
-        present = in_wm[i] == 1
-        if g < n_alt and alt_need[g] == j:
-            for q in range(alt_ptr[g], alt_ptr[g + 1]):
-                present = present or in_wm[alt_items[q]] == 1
-            g += 1
+        present, g = any_resident(j, g, needs, alt_need, alt_ptr, alt_items, in_wm)
         if present or tok[i] > budget or not rule_admit(par, rs, i, e, True, s, used[s], budget):
             continue
         in_wm[i] = 1

@@ -47,6 +47,7 @@ import numba
 import numpy as np
 
 from memlens.kernels.common import outputs, trace_arrays
+from memlens.kernels.moves import any_resident, count_needs
 from memlens.kernels.simd import (
     LAST_TERM_BIT,
     LONG_ITEM,
@@ -710,28 +711,13 @@ def _request(mode, S, K, Q, tree, W, io, A, s, x, e, budget, demand_fetch, g0, s
     pin_at[x] = io[5][s]
     while g0 < n_alt and alt_need[g0] < lo:
         g0 += 1
-    g = g0
-    for j in range(lo, hi):
-        i = needs[j]
-        hit = in_wm[i] == 1
-        if g < n_alt and alt_need[g] == j:
-            for q in range(alt_ptr[g], alt_ptr[g + 1]):
-                hit = hit or in_wm[alt_items[q]] == 1
-                uses_seen[alt_items[q]] += 1
-            g += 1
-        if hit:
-            need_hit[j] = 1
-        uses_seen[i] += 1
+    count_needs(lo, hi, g0, needs, alt_need, alt_ptr, alt_items, in_wm, uses_seen, need_hit)
     observe(mode, S, K, Q, tree, x, e, s)
     if demand_fetch:
         g = g0
         for j in range(lo, hi):
             i = needs[j]
-            present = in_wm[i] == 1
-            if g < n_alt and alt_need[g] == j:
-                for q in range(alt_ptr[g], alt_ptr[g + 1]):
-                    present = present or in_wm[alt_items[q]] == 1
-                g += 1
+            present, g = any_resident(j, g, needs, alt_need, alt_ptr, alt_items, in_wm)
             if not present and item_tokens[i] <= budget:
                 m = enter(mode, S, K, Q, tree, io, s, i, e, MoveKind.FETCH, m)
                 if io[4][s] > budget:

@@ -62,8 +62,9 @@ def test_engine_fast_requires_a_kernel():
 
 
 def test_kernels_are_registered_for_exact_classes():
-    assert COMPILED_KERNELS[LRU] == "lru"
-    assert COMPILED_KERNELS[SlidingWindow] == COMPILED_KERNELS[ConversationTokenBuffer] == "fifo"
+    assert COMPILED_KERNELS[LRU] == "memlens.kernels.queues:replay_lru"
+    fifo = "memlens.kernels.queues:replay_fifo"
+    assert COMPILED_KERNELS[SlidingWindow] == COMPILED_KERNELS[ConversationTokenBuffer] == fifo
     assert (
         kernel_of(LRU()) == "memlens.kernels.queues:replay_lru"
         and kernel_of(SlidingWindow()) == "memlens.kernels.queues:replay_fifo"
