@@ -13,7 +13,7 @@ Definitions (the README repeats them; tests check each on hand-computed traces):
 ``cost_usd``             sum over requests of context tokens x ``price_per_mtok`` / 1e6.
 ``events``               events replayed; ``events_per_s`` = events / replay wall time.
 
-What a miss costs and what a hit is worth (settings: ``costs.*``, ``memlens.config.schema.CostsConfig``).
+What a miss costs and what a hit is worth (settings: ``costs.*``, ``memlens.analyze.costs.CostsConfig``).
 A *reference* is one (request r, needed item i) pair; it is *missed* when i was not in working
 memory at r (the ``hit_rate`` definition; with request-time retrieval still the WM figure).
 A need that lists alternatives (trace format 1.1) is one reference, hit when any alternative

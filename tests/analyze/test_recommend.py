@@ -182,12 +182,12 @@ def test_a_reference_that_is_not_compared_exits_2_before_anything_runs(tmp_path)
 )
 def test_bad_settings_exit_2_with_one_line(capsys, command, args, message):
     """The pre-validation `memlens <command>` runs before Hydra starts (in process)."""
-    from memlens.cli import main as cli
     from memlens.cli import replay as commands
+    from memlens.config import app
 
     check = getattr(commands, f"check_{command}")
     with pytest.raises(SystemExit) as exit_:
-        cli.validate(command, args, check)
+        app.validate(command, args, check)
     assert exit_.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], lines

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 
 from memlens.testing import random_events, rq, traces, w
 from memlens.trace import io as trace_io
+from memlens.trace import limits
 from memlens.trace.generate import generate_simple
 from memlens.trace.idtable import IdTable
 from memlens.trace.io import TraceError, load_trace, trace_from_events
@@ -453,7 +454,7 @@ def test_a_loaded_trace_holds_about_a_hundred_bytes_per_event(tmp_path, monkeypa
     events = random_events(np.random.default_rng(3), n_events=20_000, n_streams=4)
     path = tmp_path / "t.jsonl"
     trace_io.write_trace(path, events)
-    monkeypatch.setattr(trace_io, "SPILL_BYTES", 0)  # texts, tasks, sessions, metas to disk
+    monkeypatch.setattr(limits, "SPILL_BYTES", 0)  # texts, tasks, sessions, metas to disk
     tr = load_trace(path)
     resident = 0
     for f in fields(tr):
@@ -465,7 +466,7 @@ def test_a_loaded_trace_holds_about_a_hundred_bytes_per_event(tmp_path, monkeypa
     assert isinstance(tr.item_text.data, np.memmap) and isinstance(tr.req_text.data, np.memmap)
     assert resident / tr.n_events < 110
     assert tr.item_text == [e.get("text", "") for e in events if e["event"] == "write"]
-    monkeypatch.setattr(trace_io, "SPILL_BYTES", 1 << 40)
+    monkeypatch.setattr(limits, "SPILL_BYTES", 1 << 40)
     assert same_trace(tr, load_trace(path))
 
 

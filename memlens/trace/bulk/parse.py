@@ -81,6 +81,7 @@ import msgspec
 import numpy as np
 import orjson
 
+from memlens.trace import limits
 from memlens.trace import lines as trace_lines
 from memlens.trace.bulk import rules as trace_rules
 from memlens.trace.bulk import scan as json_scan
@@ -91,7 +92,6 @@ from memlens.trace.limits import (
     MAX_MAGNITUDE,
     MAX_TOKENS,
     REQUEST_FIELDS,
-    SPILL_BYTES,
     TARGET_FIELDS,
     VERSIONS,
     WRITE_FIELDS,
@@ -233,7 +233,7 @@ def parse_fast(path: str | os.PathLike, limit: int | None = None) -> Trace:
     """The trace at ``path``; raises (:data:`_GIVE_UP`) instead of naming any problem."""
     limit = trace_lines.MAX_LINE_BYTES if limit is None else limit
     digest = hashlib.sha256()
-    columns = _Columns(SPILL_BYTES)
+    columns = _Columns(limits.SPILL_BYTES)  # read at call time (tests lower it)
     line = 1
     reader = _ReadAhead(path)
     scanner = os.path.getsize(path) >= SCAN_MIN_BYTES
