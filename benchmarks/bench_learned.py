@@ -57,12 +57,12 @@ def timed(trace, name: str, budget: int, repeat: int) -> tuple[float, float]:
 
 def prepare(trace) -> float:
     """Seconds to build the decision points, features and predictions (cached on the trace)."""
-    from memlens.policies.learned import anchor_raw, anchor_table
+    from memlens.policies.learned import anchor_key_arrays, anchor_table
 
     t0 = time.perf_counter()
     anchor_table(trace)
     for b in BUDGETS:
-        anchor_raw(trace, load_model("default"), b)
+        anchor_key_arrays(trace, load_model("default"), b, 0.1, 1.0)  # the class defaults
     return time.perf_counter() - t0
 
 

@@ -100,6 +100,14 @@ def sampled(item: int, event: int, rate: float) -> bool:
     return h < rate * 4294967296.0
 
 
+def _values_before(items, now: int, rate: float, val, t: float) -> tuple[list, list]:
+    """The needed items whose rows are kept (:func:`sampled`) and their values before the
+    policy observes the request (the probes' ``observe`` wrappers log before and after)."""
+    if rate < 1.0:
+        items = [i for i in items if sampled(i, now, rate)]
+    return items, [val(i, t) for i in items]
+
+
 #: Per-item value methods of the scoring policies, in the order looked for: the rule scorer's
 #: ``value``, MemoryBank's ``retention``, MemoryOS's ``heat``.
 VALUE_METHODS = ("value", "retention", "heat")
@@ -215,10 +223,7 @@ class ValueProbe:
 
         def wrapped(request: int, now: int) -> None:
             t = t_of[now]
-            items = needs[ptr[request] : ptr[request + 1]]
-            if rate < 1.0:
-                items = [i for i in items if sampled(i, now, rate)]
-            old = [val(i, t) for i in items]
+            items, old = _values_before(needs[ptr[request] : ptr[request + 1]], now, rate, val, t)
             observe(request, now)
             for i, b in zip(items, old):
                 rec(pack(now, i, P_USE, b, val(i, t)))
@@ -320,10 +325,7 @@ class RuleValueProbe(ValueProbe):
 
         def wrapped(request: int, now: int) -> None:
             t = t_of[now]
-            items = needs[ptr[request] : ptr[request + 1]]
-            if rate < 1.0:
-                items = [i for i in items if sampled(i, now, rate)]
-            old = [val(i, t) for i in items]
+            items, old = _values_before(needs[ptr[request] : ptr[request + 1]], now, rate, val, t)
             observe(request, now)
             for i, v0 in zip(items, old):
                 v = get(i)

@@ -19,6 +19,7 @@ import time
 from memlens._util import safecache
 from memlens._util.cachedir import KINDS, cache_dir, cache_root
 from memlens.analyze.table import format_table
+from memlens.config.app import subcommand
 
 USAGE = f"""usage: memlens cache info | clear [KIND]
 
@@ -130,10 +131,10 @@ def _problem(command: str, rest: list[str]) -> str | None:
 
 def main(argv: list[str]) -> int:
     """``memlens cache <command>``; returns the exit code (2: bad arguments or settings)."""
-    if not argv or argv[0] in ("-h", "--help", "help"):
-        print(USAGE)
+    picked = subcommand(argv, USAGE)
+    if picked is None:
         return 0
-    command, rest = argv[0], argv[1:]
+    command, rest = picked
     problem = _problem(command, rest) or safecache.environment_error()
     if problem:
         print(f"error: {problem}", file=sys.stderr)

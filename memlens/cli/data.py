@@ -34,7 +34,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from memlens._util.values import check_numbers
-from memlens.config.app import error_message, run_hydra
+from memlens.config.app import error_message, run_hydra, subcommand
 from memlens.config.paths import check_input_file, check_output_file
 from memlens.datasets import datacommands
 from memlens.datasets.archetypes import GENERATORS
@@ -278,10 +278,10 @@ def import_positionals(rest: list[str], names: tuple[str, ...] = ("format", "src
 
 def main(argv: list[str]) -> int:
     """``memlens data <command> [overrides]``; returns the exit code."""
-    if not argv or argv[0] in ("-h", "--help", "help"):
-        print(USAGE)
+    picked = subcommand(argv, USAGE)
+    if picked is None:
         return 0
-    command, rest = argv[0], argv[1:]
+    command, rest = picked
     if command == "import":
         rest = import_positionals(rest)
     elif command == "stats" and "--compare" not in rest:

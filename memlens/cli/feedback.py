@@ -24,7 +24,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from memlens.config.app import error_message, run_hydra
+from memlens.config.app import error_message, run_hydra, subcommand
 from memlens.learn.feedback import SOURCES, FeedbackStore, feedback_events, feedback_from_trace
 from memlens.learn.simulated_user import SimulatedUserConfig, simulate_user
 from memlens.trace.io import load_trace, write_trace
@@ -218,10 +218,10 @@ def _overrides(rest: list[str]) -> list[str]:
 
 def main(argv: list[str]) -> int:
     """``memlens feedback <command> [overrides]``; returns the exit code."""
-    if not argv or argv[0] in ("-h", "--help", "help"):
-        print(USAGE)
+    picked = subcommand(argv, USAGE)
+    if picked is None:
         return 0
-    command, rest = argv[0], argv[1:]
+    command, rest = picked
     problem = None
     if command not in COMMANDS:
         problem = f"unknown feedback command {command!r} (commands: {', '.join(COMMANDS)})"

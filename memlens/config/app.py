@@ -119,3 +119,12 @@ def run_hydra(config_name: str, task: Callable, argv: list[str],
         app()
     finally:
         sys.argv = saved
+
+
+def subcommand(argv: list[str], usage: str) -> tuple[str, list[str]] | None:
+    """A subcommand family's first word and the rest, or None after printing ``usage`` (for no
+    arguments or a help flag): how ``memlens data``, ``feedback`` and ``cache`` start."""
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(usage)
+        return None
+    return argv[0], argv[1:]

@@ -67,16 +67,24 @@ def _sift(h, s, p):
         p = c
 
 
-@numba.njit(cache=True, nogil=True)
-def heap_set(h, s, i, k, t):
-    """Put item ``i`` in stream ``s``'s heap with entry ``(k, t, i)`` (insert or re-key)."""
-    key, sec, item, pos, size, base = h
+@numba.njit(cache=True, nogil=True, inline="always")
+def heap_slot(pos, size, base, s, i):
+    """Item ``i``'s slot in stream ``s``'s region of a heap, or a new slot at the region's end
+    when ``i`` is not in the heap (the caller places it there and sifts); both heaps share it."""
     p = pos[i]
     if p < 0:
         p = base[s] + size[s]
         size[s] += 1
-        item[p] = i
-        pos[i] = p
+    return p
+
+
+@numba.njit(cache=True, nogil=True)
+def heap_set(h, s, i, k, t):
+    """Put item ``i`` in stream ``s``'s heap with entry ``(k, t, i)`` (insert or re-key)."""
+    key, sec, item, pos, size, base = h
+    p = heap_slot(pos, size, base, s, i)
+    item[p] = i
+    pos[i] = p
     key[p] = k
     sec[p] = t
     _sift(h, s, p)

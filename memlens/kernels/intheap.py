@@ -17,6 +17,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from memlens.kernels.heap import heap_slot
+
 
 def new_int_heap(n_items: int, base: np.ndarray) -> tuple:
     """Empty heaps for ``n_items`` items over the stream regions ``base`` (n_streams + 1).
@@ -70,12 +72,8 @@ def _place(h, s, p, i, a1, a2):
 @numba.njit(cache=True, nogil=True, _nrt=False)
 def int_heap_set(h, s, i, a1, a2):
     """Put item ``i`` in stream ``s``'s heap with entry ``(a1, a2)`` (insert or re-key)."""
-    k1, k2, item, pos, size, base = h
-    p = pos[i]
-    if p < 0:
-        p = base[s] + size[s]
-        size[s] += 1
-    _place(h, s, p, i, a1, a2)
+    pos, size, base = h[3], h[4], h[5]
+    _place(h, s, heap_slot(pos, size, base, s, i), i, a1, a2)
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)

@@ -27,7 +27,7 @@ import numpy as np
 
 from memlens.kernels.common import outputs, result, stream_offsets, timed, trace_arrays, warm_up
 from memlens.kernels.heap import heap_remove, heap_set, heap_top, new_heap
-from memlens.kernels.moves import any_resident, count_needs
+from memlens.kernels.moves import count_eviction, count_needs, to_fetch
 from memlens.kernels.rule import (
     ACTIVE,
     JIT,
@@ -206,13 +206,8 @@ def _make_room(par, rs, ls, sim, out, s, e, m, budget):
         v = _victim(par, rs, ls, sim, s, e)
         if v < 0:
             break
-        in_wm[v] = 0
-        used[s] -= tok[v]
-        evictions[s] += 1
-        if uses_seen[v] < n_uses[v]:
-            false_ev[s] += 1
-        mv_event[m], mv_item[m], mv_kind[m] = e, v, MoveKind.EVICT
-        m += 1
+        m = count_eviction(v, s, e, m, tok, in_wm, used, uses_seen, n_uses, evictions, false_ev,
+                           mv_event, mv_item, mv_kind)  # fmt: skip
     return m
 
 
@@ -242,9 +237,8 @@ def _request(req, par, rs, ls, sim, out, x, s, e, m, budget, demand_fetch):
         return m
     g = g0
     for j in range(lo, hi):
-        i = needs[j]
-        present, g = any_resident(j, g, needs, alt_need, alt_ptr, alt_items, in_wm)
-        if present or tok[i] > budget or not _admit(par, rs, ls, sim, i, e, True, s, budget):
+        i, g = to_fetch(j, g, needs, alt_need, alt_ptr, alt_items, in_wm, tok, budget)
+        if i < 0 or not _admit(par, rs, ls, sim, i, e, True, s, budget):
             continue
         m = _enter(par, rs, ls, sim, out, i, s, e, m, MoveKind.FETCH)
         m = _make_room(par, rs, ls, sim, out, s, e, m, budget)

@@ -29,7 +29,7 @@ from memlens.kernels.intheap import (
     new_int_heap,
     stream_regions,
 )
-from memlens.kernels.moves import first_resident, log_move
+from memlens.kernels.moves import count_group_uses, first_resident, log_move
 from memlens.simulator import MoveKind
 from memlens.trace.model import EventKind, Trace
 
@@ -78,8 +78,7 @@ def _request(x, s, e, m, budget, demand_fetch, tr, st, h, out, mv):
             last[i] = e
             if not pinned[i]:
                 int_heap_set(h, s, i, count[i], e * tokens.shape[0] + i)
-        for p in range(group_ptr[j], group_ptr[j + 1]):
-            uses_seen[group_items[p]] += 1
+        count_group_uses(j, group_ptr, group_items, uses_seen)
     if demand_fetch:
         for j in range(lo, hi):
             i = needs[j]

@@ -23,40 +23,10 @@ import numba
 import numpy as np
 
 from memlens.kernels.common import outputs, result, timed
-from memlens.kernels.moves import first_resident, log_move
+from memlens.kernels.linked import append, unlink
+from memlens.kernels.moves import count_group_needs, first_resident, log_move
 from memlens.simulator import MoveKind
 from memlens.trace.model import EventKind, Trace
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _unlink(v, s, q):
-    """Take ``v`` out of stream ``s``'s queue ``q = (prev, nxt, head, tail)``."""
-    prev, nxt, head, tail = q
-    p, n = prev[v], nxt[v]
-    if p == -1:
-        head[s] = n
-    else:
-        nxt[p] = n
-    if n == -1:
-        tail[s] = p
-    else:
-        prev[n] = p
-    prev[v] = -1
-    nxt[v] = -1
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _append(v, s, q):
-    """Put ``v`` at the end of stream ``s``'s queue (as its newest message)."""
-    prev, nxt, head, tail = q
-    t = tail[s]
-    prev[v] = t
-    nxt[v] = -1
-    if t == -1:
-        head[s] = v
-    else:
-        nxt[t] = v
-    tail[s] = v
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -87,7 +57,7 @@ def _enter(x, s, e, m, kind, tokens, budget, params, st, q, mv):
     used[s] += tokens[x]
     m = log_move(mv, m, e, x, kind)
     if not pinned[x]:
-        _append(x, s, q)
+        append(x, s, q)
     _check_pressure(s, used[s], budget, params[0], st)
     return m
 
@@ -103,7 +73,7 @@ def _flush(s, e, m, budget, tokens, n_uses, params, st, q, evictions, false_ev, 
     evicted, new = 0, old
     while q[2][s] != -1:
         i = q[2][s]
-        _unlink(i, s, q)
+        unlink(i, s, q)
         in_wm[i] = 0
         evictions[s] += 1
         if uses_seen[i] < n_uses[i]:
@@ -140,11 +110,7 @@ def _request(x, s, e, m, budget, demand_fetch, tr, params, st, q, out, mv):
     ctx_tokens[x] = used[s] + _extra(s, budget, st)
     pinned_at[x] = pinned_tok[s]
     lo, hi = needs_ptr[x], needs_ptr[x + 1]
-    for j in range(lo, hi):
-        if first_resident(j, group_ptr, group_items, in_wm) >= 0:
-            need_hit[j] = 1
-        for p in range(group_ptr[j], group_ptr[j + 1]):
-            uses_seen[group_items[p]] += 1
+    count_group_needs(lo, hi, group_ptr, group_items, in_wm, uses_seen, need_hit)
     if demand_fetch:
         for j in range(lo, hi):
             i = needs[j]
@@ -182,13 +148,13 @@ def _replay(tr, params, budget, demand_fetch, out, mv, q, st):
                     m = _enter(x, s, e, m, MoveKind.PIN, tokens, budget, params, st, q, mv)
                 pinned[x] = 1
                 pinned_tok[s] += tokens[x]
-                _unlink(x, s, q)
+                unlink(x, s, q)
                 grew = True
         elif k == EventKind.UNPIN:
             if pinned[x]:
                 pinned[x] = 0
                 pinned_tok[s] -= tokens[x]
-                _append(x, s, q)
+                append(x, s, q)
                 grew = True
         if grew:
             m = _make_room(s, e, m, budget, tokens, n_uses, params, st, q, evictions, false_ev, mv)

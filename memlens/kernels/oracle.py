@@ -31,7 +31,7 @@ from memlens.kernels.intheap import (
     new_int_heap,
     stream_regions,
 )
-from memlens.kernels.moves import first_resident, log_move
+from memlens.kernels.moves import count_group_needs, first_resident, log_move
 from memlens.policy import PolicyError
 from memlens.simulator import MoveKind
 from memlens.trace.model import EventKind, Trace
@@ -85,11 +85,7 @@ def _request(x, s, e, m, budget, demand_fetch, tr, plan, st, h, out, mv):
     ctx_tokens[x] = used[s]
     pinned_at[x] = pinned_tok[s]
     lo, hi = needs_ptr[x], needs_ptr[x + 1]
-    for j in range(lo, hi):
-        if first_resident(j, group_ptr, group_items, in_wm) >= 0:
-            need_hit[j] = 1
-        for p in range(group_ptr[j], group_ptr[j + 1]):
-            uses_seen[group_items[p]] += 1
+    count_group_needs(lo, hi, group_ptr, group_items, in_wm, uses_seen, need_hit)
     for p in range(group_ptr[lo], group_ptr[hi]):  # observe: every listed item is an anchor
         i = group_items[p]
         nxt[i] = next_pos[p] if next_pos[p] >= 0 else never

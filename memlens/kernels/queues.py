@@ -24,37 +24,10 @@ import time
 import numba
 import numpy as np
 
-from memlens.kernels.moves import any_resident
+from memlens.kernels.linked import append, unlink
+from memlens.kernels.moves import count_eviction, cursor_at, to_fetch
 from memlens.simulator import MoveKind, SimResult
 from memlens.trace.model import EventKind, Trace
-
-
-@numba.njit(cache=True, nogil=True)
-def _unlink(v, s, prev, nxt, head, tail):
-    p = prev[v]
-    n = nxt[v]
-    if p == -1:
-        head[s] = n
-    else:
-        nxt[p] = n
-    if n == -1:
-        tail[s] = p
-    else:
-        prev[n] = p
-    prev[v] = -1
-    nxt[v] = -1
-
-
-@numba.njit(cache=True, nogil=True)
-def _append(v, s, prev, nxt, head, tail):
-    t = tail[s]
-    prev[v] = t
-    nxt[v] = -1
-    if t == -1:
-        head[s] = v
-    else:
-        nxt[t] = v
-    tail[s] = v
 
 
 @numba.njit(cache=True, nogil=True)
@@ -71,6 +44,7 @@ def _replay(
     in_wm, pinned = np.zeros(n_items, np.uint8), np.zeros(n_items, np.uint8)
     uses_seen = np.zeros(n_items, np.int32)
     head, tail = np.full(n_streams, -1, np.int64), np.full(n_streams, -1, np.int64)
+    links = (prev, nxt, head, tail)  # the per-stream queues (memlens.kernels.linked)
     used, pinned_tok = np.zeros(n_streams, np.int64), np.zeros(n_streams, np.int64)
     m = 0
     n_alt = alt_need.shape[0]
@@ -85,7 +59,7 @@ def _replay(
             mv_event[m] = e
             mv_item[m] = x
             if tok <= budget:
-                _append(x, s, prev, nxt, head, tail)
+                append(x, s, links)
                 in_wm[x] = 1
                 used[s] += tok
                 mv_kind[m] = MoveKind.ADMIT
@@ -98,8 +72,7 @@ def _replay(
             hi = needs_ptr[x + 1]
             ctx_tokens[x] = used[s]
             pinned_at[x] = pinned_tok[s]
-            while g0 < n_alt and alt_need[g0] < lo:
-                g0 += 1
+            g0 = cursor_at(g0, alt_need, lo)
             g = g0
             for j in range(lo, hi):  # touches move nothing in or out: hits stay as decided
                 i = needs[j]
@@ -115,22 +88,17 @@ def _replay(
                 if hit >= 0:
                     need_hit[j] = 1
                     if lru:
-                        _unlink(hit, s, prev, nxt, head, tail)
-                        _append(hit, s, prev, nxt, head, tail)
+                        unlink(hit, s, links)
+                        append(hit, s, links)
                 uses_seen[i] += 1
             if demand_fetch:
                 g = g0
                 for j in range(lo, hi):
-                    i = needs[j]
-                    present, g = any_resident(j, g, needs, alt_need, alt_ptr, alt_items, in_wm)
-                    if not present and item_tokens[i] <= budget:
-                        _append(i, s, prev, nxt, head, tail)
-                        in_wm[i] = 1
-                        used[s] += item_tokens[i]
-                        mv_event[m] = e
-                        mv_item[m] = i
-                        mv_kind[m] = MoveKind.FETCH
-                        m += 1
+                    i, g = to_fetch(j, g, needs, alt_need, alt_ptr, alt_items, in_wm, item_tokens,
+                                    budget)  # fmt: skip
+                    if i >= 0:
+                        m = _enter(i, s, e, m, MoveKind.FETCH, item_tokens, in_wm, used, links,
+                                   mv_event, mv_item, mv_kind)  # fmt: skip
                         m = _make_room(
                             s, e, m, budget, item_tokens, n_uses, uses_seen, in_wm, pinned,
                             used, pinned_tok, prev, nxt, head, tail, evictions, false_ev,
@@ -139,13 +107,8 @@ def _replay(
         elif k == EventKind.PIN:
             if pinned[x] == 0:
                 if in_wm[x] == 0:
-                    _append(x, s, prev, nxt, head, tail)
-                    in_wm[x] = 1
-                    used[s] += item_tokens[x]
-                    mv_event[m] = e
-                    mv_item[m] = x
-                    mv_kind[m] = MoveKind.PIN
-                    m += 1
+                    m = _enter(x, s, e, m, MoveKind.PIN, item_tokens, in_wm, used, links,
+                               mv_event, mv_item, mv_kind)  # fmt: skip
                 pinned[x] = 1
                 pinned_tok[s] += item_tokens[x]
                 grew = True
@@ -162,25 +125,32 @@ def _replay(
     return m
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _enter(x, s, e, m, kind, item_tokens, in_wm, used, links, mv_event, mv_item, mv_kind):
+    """``x`` joins the newest end of its stream's queue (fetched or pinned) and the move is
+    logged; the next slot.  Inlined, so the loop pays no call for it."""
+    append(x, s, links)
+    in_wm[x] = 1
+    used[s] += item_tokens[x]
+    mv_event[m] = e
+    mv_item[m] = x
+    mv_kind[m] = kind
+    return m + 1
+
+
 @numba.njit(cache=True, nogil=True)
 def _make_room(
     s, e, m, budget, item_tokens, n_uses, uses_seen, in_wm, pinned, used, pinned_tok,
     prev, nxt, head, tail, evictions, false_ev, mv_event, mv_item, mv_kind,
 ):  # fmt: skip
+    links = (prev, nxt, head, tail)
     while used[s] > budget and used[s] > pinned_tok[s]:
         v = head[s]
         while pinned[v]:
             v = nxt[v]
-        _unlink(v, s, prev, nxt, head, tail)
-        in_wm[v] = 0
-        used[s] -= item_tokens[v]
-        evictions[s] += 1
-        if uses_seen[v] < n_uses[v]:
-            false_ev[s] += 1
-        mv_event[m] = e
-        mv_item[m] = v
-        mv_kind[m] = MoveKind.EVICT
-        m += 1
+        unlink(v, s, links)
+        m = count_eviction(v, s, e, m, item_tokens, in_wm, used, uses_seen, n_uses, evictions, false_ev,
+                           mv_event, mv_item, mv_kind)  # fmt: skip
     return m
 
 

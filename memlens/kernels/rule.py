@@ -30,7 +30,7 @@ import numpy as np
 
 from memlens.kernels.common import outputs, result, timed, trace_arrays, warm_up
 from memlens.kernels.heap import heap_remove, heap_set, new_heap
-from memlens.kernels.moves import any_resident, count_needs
+from memlens.kernels.moves import count_eviction, count_needs, cursor_at, to_fetch
 from memlens.simulator import MoveKind
 from memlens.trace.features import static_value
 from memlens.trace.model import ANNOTATE, ITEM_TYPES, EventKind, Trace
@@ -296,13 +296,8 @@ def _make_room(par, rs, sim, out, s, e, m, budget):
         v = rule_victim(par, rs, s, e)
         if v < 0:  # (an unpinned resident item is always in a lane)
             break
-        in_wm[v] = 0
-        used[s] -= tok[v]
-        evictions[s] += 1
-        if uses_seen[v] < n_uses[v]:
-            false_ev[s] += 1
-        mv_event[m], mv_item[m], mv_kind[m] = e, v, MoveKind.EVICT
-        m += 1
+        m = count_eviction(v, s, e, m, tok, in_wm, used, uses_seen, n_uses, evictions, false_ev,
+                           mv_event, mv_item, mv_kind)  # fmt: skip
     return m
 
 
@@ -324,9 +319,8 @@ def _request(req, par, rs, sim, out, x, s, e, g0, m, budget, demand_fetch):
         return m
     g = g0
     for j in range(lo, hi):
-        i = needs[j]
-        present, g = any_resident(j, g, needs, alt_need, alt_ptr, alt_items, in_wm)
-        if present or tok[i] > budget or not rule_admit(par, rs, i, e, True, s, used[s], budget):
+        i, g = to_fetch(j, g, needs, alt_need, alt_ptr, alt_items, in_wm, tok, budget)
+        if i < 0 or not rule_admit(par, rs, i, e, True, s, used[s], budget):
             continue
         in_wm[i] = 1
         used[s] += tok[i]
@@ -343,7 +337,7 @@ def _replay(ev_kind, ev_stream, ev_ref, ann_value, req, par, rs, sim, out, budge
     pins, uses seen, per-stream token counts, every item's number of uses)."""
     tok, (in_wm, pinned, _, used, pinned_tok, _) = par[7], sim
     mv_event, mv_item, mv_kind = out[5], out[6], out[7]
-    alt_need, n_alt = req[2], req[2].shape[0]
+    alt_need = req[2]
     m, g0 = 0, 0  # g0: the first group of alternatives not before the current request
     for e in range(ev_kind.shape[0]):
         k, s, x = ev_kind[e], ev_stream[e], ev_ref[e]
@@ -360,8 +354,7 @@ def _replay(ev_kind, ev_stream, ev_ref, ann_value, req, par, rs, sim, out, budge
                 mv_kind[m] = MoveKind.BYPASS
                 m += 1
         elif k == EventKind.REQUEST:
-            while g0 < n_alt and alt_need[g0] < req[0][x]:
-                g0 += 1
+            g0 = cursor_at(g0, alt_need, req[0][x])
             m = _request(req, par, rs, sim, out, x, s, e, g0, m, budget, demand_fetch)
         elif k == EventKind.PIN:
             if pinned[x] == 0:

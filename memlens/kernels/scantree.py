@@ -47,7 +47,7 @@ import numba
 import numpy as np
 
 from memlens.kernels.common import outputs, trace_arrays
-from memlens.kernels.moves import any_resident, count_needs
+from memlens.kernels.moves import count_eviction, count_needs, cursor_at, to_fetch
 from memlens.kernels.simd import (
     LAST_TERM_BIT,
     LONG_ITEM,
@@ -671,15 +671,8 @@ def make_room(mode, S, K, Q, tree, W, io, s, e, budget, stk_n, stk_b, m):
                 break
             cand_remove(mode, S, tree, s, v)
             freed += item_tokens[v]
-            in_wm[v] = 0
-            used[s] -= item_tokens[v]
-            evictions[s] += 1
-            if uses_seen[v] < n_uses[v]:
-                false_ev[s] += 1
-            mv_event[m] = e
-            mv_item[m] = v
-            mv_kind[m] = MoveKind.EVICT
-            m += 1
+            m = count_eviction(v, s, e, m, item_tokens, in_wm, used, uses_seen, n_uses, evictions, false_ev,
+                               mv_event, mv_item, mv_kind)  # fmt: skip
         if freed == 0:
             break
     return m
@@ -705,20 +698,17 @@ def _request(mode, S, K, Q, tree, W, io, A, s, x, e, budget, demand_fetch, g0, s
     """A request: hits before any update, uses counted, ``observe``, then demand fetch."""
     needs_ptr, needs, alt_need, alt_ptr, alt_items, need_hit, ctx, pin_at = A
     item_tokens, uses_seen, in_wm = io[0], io[2], io[3]
-    n_alt = alt_need.shape[0]
     lo, hi = needs_ptr[x], needs_ptr[x + 1]
     ctx[x] = io[4][s]
     pin_at[x] = io[5][s]
-    while g0 < n_alt and alt_need[g0] < lo:
-        g0 += 1
+    g0 = cursor_at(g0, alt_need, lo)
     count_needs(lo, hi, g0, needs, alt_need, alt_ptr, alt_items, in_wm, uses_seen, need_hit)
     observe(mode, S, K, Q, tree, x, e, s)
     if demand_fetch:
         g = g0
         for j in range(lo, hi):
-            i = needs[j]
-            present, g = any_resident(j, g, needs, alt_need, alt_ptr, alt_items, in_wm)
-            if not present and item_tokens[i] <= budget:
+            i, g = to_fetch(j, g, needs, alt_need, alt_ptr, alt_items, in_wm, item_tokens, budget)
+            if i >= 0:
                 m = enter(mode, S, K, Q, tree, io, s, i, e, MoveKind.FETCH, m)
                 if io[4][s] > budget:
                     m = make_room(mode, S, K, Q, tree, W, io, s, e, budget, stk_n, stk_b, m)

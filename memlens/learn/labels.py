@@ -65,20 +65,21 @@ def next_need(trace: Trace, items, events) -> np.ndarray:
 
 def hindsight(trace: Trace, items, events, horizon: int) -> np.ndarray:
     """1 iff a request among the stream's next ``horizon`` ones needs the item."""
-    ctx = context(trace)
-    events = np.asarray(events, np.int64)
-    nxt = next_need(trace, items, events)
-    gap = ctx.req_clock[np.maximum(nxt, 0)] - ctx.req_clock[events]
-    return ((nxt >= 0) & (gap <= horizon)).astype(np.int8)
+    return _needed_within(trace, items, events, context(trace).req_clock, horizon)
 
 
 def belady(trace: Trace, items, events, boundary_tokens: int) -> np.ndarray:
     """1 iff the item is needed again before ``boundary_tokens`` more tokens are written."""
-    ctx = context(trace)
+    return _needed_within(trace, items, events, context(trace).tok_clock, boundary_tokens)
+
+
+def _needed_within(trace: Trace, items, events, clock: np.ndarray, limit: int) -> np.ndarray:
+    """1 iff the item is needed again at most ``limit`` ticks of ``clock`` (requests or tokens,
+    per event) after its decision point."""
     events = np.asarray(events, np.int64)
     nxt = next_need(trace, items, events)
-    written = ctx.tok_clock[np.maximum(nxt, 0)] - ctx.tok_clock[events]
-    return ((nxt >= 0) & (written <= boundary_tokens)).astype(np.int8)
+    ahead = clock[np.maximum(nxt, 0)] - clock[events]
+    return ((nxt >= 0) & (ahead <= limit)).astype(np.int8)
 
 
 def oracle(trace: Trace, items, events, budget: int, demand_fetch: bool = False,

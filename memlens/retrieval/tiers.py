@@ -37,7 +37,7 @@ import numba
 import numpy as np
 
 from memlens._util.values import number
-from memlens.kernels.queues import _append, _unlink
+from memlens.kernels.linked import append, unlink
 from memlens.simulator import MOVE_ADMIT, MOVE_BYPASS, MOVE_EVICT, SimResult
 from memlens.trace.model import Trace
 
@@ -243,7 +243,7 @@ def replay_tiers_reference(
 
 # ------------------------------------------------------------------ compiled post-hoc driver
 # The STC of each stream is an intrusive doubly linked list over item indices, oldest at the
-# head (the list ``memlens.kernels.queues`` keeps for LRU): (prev, nxt, head, tail) = ``lists``.
+# head (``memlens.kernels.linked``, the queues the LRU kernel keeps): (prev, nxt, head, tail) = ``lists``.
 # ``out`` = (event, item, from, to) columns of the move log, ``m`` the moves written so far.
 @numba.njit(cache=True, nogil=True)
 def _record(m, e, i, dst, where, out_e, out_i, out_s, out_d):
@@ -258,36 +258,37 @@ def _record(m, e, i, dst, where, out_e, out_i, out_s, out_d):
 @numba.njit(cache=True, nogil=True)
 def _expire(m, e, s, ttl, ev_t, since, tokens, used, in_q, lists, where, out):
     """``TierState.tick``: STC entries of stream ``s`` older than ``ttl`` move to the LTS."""
-    prev, nxt, head, tail = lists
+    head = lists[2]
     now = ev_t[e]
     while head[s] != -1 and not (now - since[head[s]] <= ttl):
-        old = head[s]
-        _unlink(old, s, prev, nxt, head, tail)
-        in_q[old] = False
-        used[s] -= tokens[old]
-        m = _record(m, e, old, LTS, where, *out)
+        m = _oldest_to_lts(m, e, s, tokens, used, in_q, lists, where, out)
     return m
+
+
+@numba.njit(cache=True, nogil=True)
+def _oldest_to_lts(m, e, s, tokens, used, in_q, lists, where, out):
+    """The oldest STC entry of stream ``s`` moves to the LTS."""
+    old = lists[2][s]
+    unlink(old, s, lists)
+    in_q[old] = False
+    used[s] -= tokens[old]
+    return _record(m, e, old, LTS, where, *out)
 
 
 @numba.njit(cache=True, nogil=True)
 def _enter_stc(m, e, i, s, capacity, ev_t, since, tokens, used, in_q, lists, where, out):
     """``TierState._to_stc``: into the STC as its newest entry (an entry already there keeps
     its place, as an ``OrderedDict`` key does), the oldest entries overflowing to the LTS."""
-    prev, nxt, head, tail = lists
     if tokens[i] > capacity:
         return _record(m, e, i, LTS, where, *out)
     m = _record(m, e, i, STC, where, *out)
     since[i] = ev_t[e]
     if not in_q[i]:
-        _append(i, s, prev, nxt, head, tail)
+        append(i, s, lists)
         in_q[i] = True
     used[s] += tokens[i]
     while used[s] > capacity:
-        old = head[s]
-        _unlink(old, s, prev, nxt, head, tail)
-        in_q[old] = False
-        used[s] -= tokens[old]
-        m = _record(m, e, old, LTS, where, *out)
+        m = _oldest_to_lts(m, e, s, tokens, used, in_q, lists, where, out)
     return m
 
 
@@ -321,7 +322,7 @@ def _tier_kernel(schedule, n_req, req_event, req_stream, move_event, move_item, 
                            out)  # fmt: skip
         else:  # fetch, pin or promotion: back into WM from wherever it is
             if where[i] == STC:
-                _unlink(i, s, *lists)
+                unlink(i, s, lists)
                 in_q[i] = False
                 used[s] -= tokens[i]
             m = _record(m, e, i, WM, where, *out)

@@ -44,7 +44,32 @@ def _check_offsets(offsets: np.ndarray, size: int, what: str) -> None:
         raise ValueError(f"{what}: offsets must not decrease")
 
 
-class PackedStrings(Sequence):
+class _ListLike(Sequence):
+    """What a packed column shares with the list it stands for: ``+`` with a list (or a column
+    of its own kind) gives a list, and ``==`` with a list compares item by item."""
+
+    @staticmethod
+    def _built(builder, values: Iterable):
+        """``values`` appended one at a time to ``builder``, then built (a column's ``from_*``)."""
+        for v in values:
+            builder.append(v)
+        return builder.build()
+
+    def _equals_list(self, other: list) -> bool:
+        return len(other) == len(self) and all(a == b for a, b in zip(self, other))
+
+    def __add__(self, other):
+        if isinstance(other, (list, type(self))):
+            return list(self) + list(other)
+        return NotImplemented
+
+    def __radd__(self, other):
+        if isinstance(other, list):
+            return other + list(self)
+        return NotImplemented
+
+
+class PackedStrings(_ListLike):
     """A read-only list of strings stored as one UTF-8 buffer plus offsets (module docstring)."""
 
     __slots__ = ("_view", "data", "offsets")
@@ -67,10 +92,7 @@ class PackedStrings(Sequence):
 
     @classmethod
     def from_strings(cls, values: Iterable[str]) -> PackedStrings:
-        builder = StringsBuilder()
-        for v in values:
-            builder.append(v)
-        return builder.build()
+        return cls._built(StringsBuilder(), values)
 
     # ------------------------------------------------------------------ list API
     def __len__(self) -> int:
@@ -105,17 +127,7 @@ class PackedStrings(Sequence):
                 and np.array_equal(self.data, other.data)
             )
         if isinstance(other, list):
-            return len(other) == len(self) and all(a == b for a, b in zip(self, other))
-        return NotImplemented
-
-    def __add__(self, other):
-        if isinstance(other, (list, PackedStrings)):
-            return list(self) + list(other)
-        return NotImplemented
-
-    def __radd__(self, other):
-        if isinstance(other, list):
-            return other + list(self)
+            return self._equals_list(other)
         return NotImplemented
 
     def __repr__(self) -> str:
@@ -206,7 +218,7 @@ def _map(fh, dtype, n: int) -> np.ndarray:
     return np.memmap(fh, dtype=dtype, mode="r", shape=(n,))
 
 
-class PackedJSON(Sequence):
+class PackedJSON(_ListLike):
     """A read-only list of JSON objects (dicts) that stores only the non-empty ones.
 
     ``rows`` (sorted ``int64``) are the rows holding an object; ``values`` their JSON texts.
@@ -227,10 +239,7 @@ class PackedJSON(Sequence):
 
     @classmethod
     def from_dicts(cls, values: Iterable[dict]) -> PackedJSON:
-        builder = JSONBuilder()
-        for v in values:
-            builder.append(v)
-        return builder.build()
+        return cls._built(JSONBuilder(), values)
 
     def __len__(self) -> int:
         return self.n
@@ -264,17 +273,7 @@ class PackedJSON(Sequence):
             return (self.n == other.n and np.array_equal(self.rows, other.rows)
                     and self.values == other.values)  # fmt: skip
         if isinstance(other, list):
-            return len(other) == self.n and all(a == b for a, b in zip(self, other))
-        return NotImplemented
-
-    def __add__(self, other):
-        if isinstance(other, (list, PackedJSON)):
-            return list(self) + list(other)
-        return NotImplemented
-
-    def __radd__(self, other):
-        if isinstance(other, list):
-            return other + list(self)
+            return self._equals_list(other)
         return NotImplemented
 
     def __repr__(self) -> str:

@@ -370,7 +370,7 @@ def test_orphans_are_dead_or_idle_writers_temp_files_and_pickle_era_entries(tmp_
 KILLED_WRITER = """
 import sys, time
 import numpy as np
-from memlens import safecache
+from memlens._util import safecache
 
 def stuck(fh, **members):
     fh.write(b"PK\\x03\\x04 half an entry")

@@ -28,7 +28,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from memlens.datasets.archetypes import GENERATORS, generate
 
-from memlens.trace import io as trace_io
+from memlens.trace import limits
 from memlens.trace.bulk import parse as fast_parse
 from memlens.trace.bulk.parse import Unsupported, load_fast, parse_fast
 from memlens.trace.io import (
@@ -194,7 +194,7 @@ def test_lines_across_blocks_and_no_final_newline(tmp_path, monkeypatch):
 def test_spilled_columns_load_identically(tmp_path, monkeypatch):
     """Columns past ``SPILL_BYTES`` go to temporary files (block by block, straight from the
     scanner's buffers once spilled): the same columns as the exact parser's."""
-    monkeypatch.setattr(trace_io, "SPILL_BYTES", 300)
+    monkeypatch.setattr(limits, "SPILL_BYTES", 300)
     monkeypatch.setattr(fast_parse, "BLOCK_BYTES", 2048)
     path = tmp_path / "t.jsonl.gz"
     write_trace(path, generate("agent", streams=3, events_per_stream=300, seed=2), header={})

@@ -404,16 +404,16 @@ def test_file_and_in_memory_builders_agree(tmp_path_factory, events):
 # ------------------------------------------------------- compact columns, exactly
 @given(valid_traces(), st.booleans())
 def test_loaded_columns_read_like_the_lists_they_replace(tmp_path_factory, events, spill):
-    from memlens.trace import io as trace_io
+    from memlens.trace import limits
 
     path = tmp_path_factory.mktemp("pk") / "t.jsonl"
     write_trace(path, events)
-    saved = trace_io.SPILL_BYTES
-    trace_io.SPILL_BYTES = 0 if spill else saved  # texts and metas in temporary files
+    saved = limits.SPILL_BYTES
+    limits.SPILL_BYTES = 0 if spill else saved  # texts and metas in temporary files
     try:
         tr = load_trace(path)
     finally:
-        trace_io.SPILL_BYTES = saved
+        limits.SPILL_BYTES = saved
     writes = [e for e in events if e["event"] == "write"]
     requests = [e for e in events if e["event"] == "request"]
     assert list(tr.item_text) == [e["text"] for e in writes] == tr.item_text
