@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memlens.config.compose import make_policy
+from memlens.config.compose import policy_config
+from memlens.config.schema import build_policy
 from memlens.config.store import registered_policies
 from memlens.policy import COMPILED_KERNELS, kernel_of
 from memlens.simulator import MoveKind
@@ -24,7 +25,15 @@ from memlens.testing import assert_kernel_matches, random_events, with_alternati
 from memlens.trace.generate import generate_simple
 from memlens.trace.io import trace_from_events
 
-WITH_KERNEL = [name for name in registered_policies() if kernel_of(make_policy(name))]
+CONFIGS = {name: policy_config(name) for name in registered_policies()}  # composed once
+
+
+def make_policy(name: str):
+    """A fresh instance of the registered policy ``name`` with its default settings."""
+    return build_policy(CONFIGS[name])
+
+
+WITH_KERNEL = [name for name in CONFIGS if kernel_of(make_policy(name))]
 GENERATED = trace_from_events(
     list(generate_simple(streams=3, events_per_stream=1200, pin_rate=0.05, seed=5))
 )
