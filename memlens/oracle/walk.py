@@ -2,7 +2,7 @@
 
 ``model._walk`` is the readable definition (dicts per item, one Python step per event); this
 is the same walk over arrays, event for event, for version 1 traces (a trace with groups of
-alternatives takes the Python walk).  ``tests/test_oracle_walk.py`` checks both give the same
+alternatives takes the Python walk).  ``tests/oracle/test_oracle_segments.py`` checks both give the same
 model.  Per-item state lives in scratch arrays the size of the trace's items, kept between
 streams and reset after each walk for the items the stream touched, so a trace of many small
 streams does not pay an allocation of every item per stream.
