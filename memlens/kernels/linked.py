@@ -1,6 +1,6 @@
 """Per-stream doubly linked queues over item indices, for the queue kernels (FIFO, LRU, MemGPT).
 
-A queue is ``q = (prev, nxt, head, tail)``: ``prev``/``nxt`` indexed by item (-1 at the ends),
+A queue is four arrays ``prev, nxt, head, tail``: ``prev``/``nxt`` indexed by item (-1 at the ends),
 ``head``/``tail`` by stream (-1 when empty).  Unlinking and appending are O(1), which is what
 lets the FIFO, LRU and MemGPT kernels replay without a scan per eviction.
 """
@@ -10,10 +10,9 @@ from __future__ import annotations
 import numba
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def unlink(v, s, q):
+@numba.njit(cache=True, nogil=True)
+def unlink(v, s, prev, nxt, head, tail):
     """Take ``v`` out of stream ``s``'s queue."""
-    prev, nxt, head, tail = q
     p, n = prev[v], nxt[v]
     if p == -1:
         head[s] = n
@@ -27,10 +26,9 @@ def unlink(v, s, q):
     nxt[v] = -1
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def append(v, s, q):
+@numba.njit(cache=True, nogil=True)
+def append(v, s, prev, nxt, head, tail):
     """Put ``v`` at the end of stream ``s``'s queue (as its newest item)."""
-    prev, nxt, head, tail = q
     t = tail[s]
     prev[v] = t
     nxt[v] = -1

@@ -57,7 +57,7 @@ def _enter(x, s, e, m, kind, tokens, budget, params, st, q, mv):
     used[s] += tokens[x]
     m = log_move(mv, m, e, x, kind)
     if not pinned[x]:
-        append(x, s, q)
+        append(x, s, q[0], q[1], q[2], q[3])
     _check_pressure(s, used[s], budget, params[0], st)
     return m
 
@@ -73,7 +73,7 @@ def _flush(s, e, m, budget, tokens, n_uses, params, st, q, evictions, false_ev, 
     evicted, new = 0, old
     while q[2][s] != -1:
         i = q[2][s]
-        unlink(i, s, q)
+        unlink(i, s, q[0], q[1], q[2], q[3])
         in_wm[i] = 0
         evictions[s] += 1
         if uses_seen[i] < n_uses[i]:
@@ -148,13 +148,13 @@ def _replay(tr, params, budget, demand_fetch, out, mv, q, st):
                     m = _enter(x, s, e, m, MoveKind.PIN, tokens, budget, params, st, q, mv)
                 pinned[x] = 1
                 pinned_tok[s] += tokens[x]
-                unlink(x, s, q)
+                unlink(x, s, q[0], q[1], q[2], q[3])
                 grew = True
         elif k == EventKind.UNPIN:
             if pinned[x]:
                 pinned[x] = 0
                 pinned_tok[s] -= tokens[x]
-                append(x, s, q)
+                append(x, s, q[0], q[1], q[2], q[3])
                 grew = True
         if grew:
             m = _make_room(s, e, m, budget, tokens, n_uses, params, st, q, evictions, false_ev, mv)

@@ -25,7 +25,7 @@ import numba
 import numpy as np
 
 from memlens.kernels.linked import append, unlink
-from memlens.kernels.moves import count_eviction, cursor_at, to_fetch
+from memlens.kernels.moves import cursor_at, to_fetch
 from memlens.simulator import MoveKind, SimResult
 from memlens.trace.model import EventKind, Trace
 
@@ -44,7 +44,6 @@ def _replay(
     in_wm, pinned = np.zeros(n_items, np.uint8), np.zeros(n_items, np.uint8)
     uses_seen = np.zeros(n_items, np.int32)
     head, tail = np.full(n_streams, -1, np.int64), np.full(n_streams, -1, np.int64)
-    links = (prev, nxt, head, tail)  # the per-stream queues (memlens.kernels.linked)
     used, pinned_tok = np.zeros(n_streams, np.int64), np.zeros(n_streams, np.int64)
     m = 0
     n_alt = alt_need.shape[0]
@@ -59,7 +58,7 @@ def _replay(
             mv_event[m] = e
             mv_item[m] = x
             if tok <= budget:
-                append(x, s, links)
+                append(x, s, prev, nxt, head, tail)
                 in_wm[x] = 1
                 used[s] += tok
                 mv_kind[m] = MoveKind.ADMIT
@@ -88,8 +87,8 @@ def _replay(
                 if hit >= 0:
                     need_hit[j] = 1
                     if lru:
-                        unlink(hit, s, links)
-                        append(hit, s, links)
+                        unlink(hit, s, prev, nxt, head, tail)
+                        append(hit, s, prev, nxt, head, tail)
                 uses_seen[i] += 1
             if demand_fetch:
                 g = g0
@@ -97,7 +96,7 @@ def _replay(
                     i, g = to_fetch(j, g, needs, alt_need, alt_ptr, alt_items, in_wm, item_tokens,
                                     budget)  # fmt: skip
                     if i >= 0:
-                        m = _enter(i, s, e, m, MoveKind.FETCH, item_tokens, in_wm, used, links,
+                        m = _enter(i, s, e, m, MoveKind.FETCH, item_tokens, in_wm, used, prev, nxt, head, tail,
                                    mv_event, mv_item, mv_kind)  # fmt: skip
                         m = _make_room(
                             s, e, m, budget, item_tokens, n_uses, uses_seen, in_wm, pinned,
@@ -107,7 +106,7 @@ def _replay(
         elif k == EventKind.PIN:
             if pinned[x] == 0:
                 if in_wm[x] == 0:
-                    m = _enter(x, s, e, m, MoveKind.PIN, item_tokens, in_wm, used, links,
+                    m = _enter(x, s, e, m, MoveKind.PIN, item_tokens, in_wm, used, prev, nxt, head, tail,
                                mv_event, mv_item, mv_kind)  # fmt: skip
                 pinned[x] = 1
                 pinned_tok[s] += item_tokens[x]
@@ -126,10 +125,11 @@ def _replay(
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _enter(x, s, e, m, kind, item_tokens, in_wm, used, links, mv_event, mv_item, mv_kind):
+def _enter(x, s, e, m, kind, item_tokens, in_wm, used, prev, nxt, head, tail, mv_event, mv_item,
+           mv_kind):  # fmt: skip
     """``x`` joins the newest end of its stream's queue (fetched or pinned) and the move is
     logged; the next slot.  Inlined, so the loop pays no call for it."""
-    append(x, s, links)
+    append(x, s, prev, nxt, head, tail)
     in_wm[x] = 1
     used[s] += item_tokens[x]
     mv_event[m] = e
@@ -143,14 +143,20 @@ def _make_room(
     s, e, m, budget, item_tokens, n_uses, uses_seen, in_wm, pinned, used, pinned_tok,
     prev, nxt, head, tail, evictions, false_ev, mv_event, mv_item, mv_kind,
 ):  # fmt: skip
-    links = (prev, nxt, head, tail)
     while used[s] > budget and used[s] > pinned_tok[s]:
         v = head[s]
         while pinned[v]:
             v = nxt[v]
-        unlink(v, s, links)
-        m = count_eviction(v, s, e, m, item_tokens, in_wm, used, uses_seen, n_uses, evictions, false_ev,
-                           mv_event, mv_item, mv_kind)  # fmt: skip
+        unlink(v, s, prev, nxt, head, tail)
+        in_wm[v] = 0
+        used[s] -= item_tokens[v]
+        evictions[s] += 1
+        if uses_seen[v] < n_uses[v]:
+            false_ev[s] += 1
+        mv_event[m] = e
+        mv_item[m] = v
+        mv_kind[m] = MoveKind.EVICT
+        m += 1
     return m
 
 

@@ -269,7 +269,7 @@ def _expire(m, e, s, ttl, ev_t, since, tokens, used, in_q, lists, where, out):
 def _oldest_to_lts(m, e, s, tokens, used, in_q, lists, where, out):
     """The oldest STC entry of stream ``s`` moves to the LTS."""
     old = lists[2][s]
-    unlink(old, s, lists)
+    unlink(old, s, *lists)
     in_q[old] = False
     used[s] -= tokens[old]
     return _record(m, e, old, LTS, where, *out)
@@ -284,7 +284,7 @@ def _enter_stc(m, e, i, s, capacity, ev_t, since, tokens, used, in_q, lists, whe
     m = _record(m, e, i, STC, where, *out)
     since[i] = ev_t[e]
     if not in_q[i]:
-        append(i, s, lists)
+        append(i, s, *lists)
         in_q[i] = True
     used[s] += tokens[i]
     while used[s] > capacity:
@@ -322,7 +322,7 @@ def _tier_kernel(schedule, n_req, req_event, req_stream, move_event, move_item, 
                            out)  # fmt: skip
         else:  # fetch, pin or promotion: back into WM from wherever it is
             if where[i] == STC:
-                unlink(i, s, lists)
+                unlink(i, s, *lists)
                 in_q[i] = False
                 used[s] -= tokens[i]
             m = _record(m, e, i, WM, where, *out)
