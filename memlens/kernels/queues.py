@@ -143,6 +143,9 @@ def _make_room(
     s, e, m, budget, item_tokens, n_uses, uses_seen, in_wm, pinned, used, pinned_tok,
     prev, nxt, head, tail, evictions, false_ev, mv_event, mv_item, mv_kind,
 ):  # fmt: skip
+    """Evict from the queue's oldest end until the stream fits.  The eviction's counts are
+    written out rather than ``moves.count_eviction``: inlined here, that helper cost the LRU
+    kernel 15-20% of its events per second (measured), for the same results."""
     while used[s] > budget and used[s] > pinned_tok[s]:
         v = head[s]
         while pinned[v]:
