@@ -37,6 +37,7 @@ from memlens.retrieval.compression import CompressionConfig
 from memlens.retrieval.config import RetrievalConfig
 from memlens.retrieval.embeddings import EmbeddingsConfig
 from memlens.retrieval.tiers import TiersConfig
+from memlens.trace.limits import TraceLimits
 
 ENGINES = ("auto", "fast", "reference")
 DEFAULT_TRACE = "${memlens.data:default/agent-small.jsonl.gz}"
@@ -115,6 +116,7 @@ class CommonConfig:
 
     trace: str = DEFAULT_TRACE  # the trace to replay (default: the bundled generated trace)
     trace_cache: bool = True  # keep the parsed trace on disk, keyed by the file's bytes
+    trace_limits: TraceLimits = field(default_factory=TraceLimits)  # blank lines, gzip ratio
     demand_fetch: bool = False  # bring missed needs back into working memory after a request
     seed: int = 0  # seeds every np.random.Generator a policy receives
     engine: str = "auto"  # auto | reference | fast (compiled kernel, for policies that have one)
