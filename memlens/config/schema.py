@@ -24,6 +24,7 @@ import types
 import typing
 from dataclasses import MISSING, dataclass, field, make_dataclass
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -54,6 +55,8 @@ class MlflowConfig:
 
     def __post_init__(self) -> None:
         check_tracking_uri(self.tracking_uri)
+        if self.enabled:
+            check_tracking_file(self.tracking_uri)
         if not self.experiment.strip():
             raise ValueError("mlflow.experiment must be a non-empty experiment name")
 
@@ -84,6 +87,19 @@ def check_tracking_uri(uri: str) -> None:
                              f"scheme {scheme!r} (schemes: {known} or a local path)")  # fmt: skip
     if base in ("http", "https") and not parts.netloc:
         raise ValueError(f"mlflow.tracking_uri={uri}: a tracking server URI needs a host")
+
+
+def check_tracking_file(uri: str) -> None:
+    """A ``sqlite:///`` store must name a database file in an existing folder: MLflow would
+    otherwise retry a directory (or a missing folder) for about two minutes before failing."""
+    if not uri.startswith("sqlite:///"):
+        return
+    path = Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
+    if path.is_dir():
+        raise ValueError(f"mlflow.tracking_uri={uri}: {path} is a folder, not a database file")
+    if not path.absolute().parent.is_dir():
+        raise ValueError(f"mlflow.tracking_uri={uri}: folder {path.absolute().parent} does not "
+                         "exist")  # fmt: skip
 
 
 @dataclass
@@ -203,8 +219,9 @@ class CompareConfig(CommonConfig):
                              "derivations of the same logs in traces=[...]")  # fmt: skip
         for b in self.budgets:
             check_budget(b, "budgets")
-        for key in ("budgets", "policies", "traces"):
+        for key in ("budgets", "policies"):
             no_repeats(key, getattr(self, key) or [])
+        no_repeated_files("traces", self.traces or [])
         if self.policies is not None and not self.policies:
             raise ValueError("policies must list at least one policy (or be null for all)")
         if self.traces is not None and not self.traces:
@@ -220,6 +237,20 @@ def no_repeats(key: str, values: list) -> None:
         if v in seen:
             raise ValueError(f"{key} lists {v} twice")
         seen.add(v)
+
+
+def no_repeated_files(key: str, paths: list[str]) -> None:
+    """A list of files naming one file twice, however spelt (``a/t.jsonl`` and
+    ``a/../a/t.jsonl``, a symlink and its target), would replay (and report) it twice."""
+    import os
+
+    seen: dict[str, str] = {}
+    for p in paths:
+        real = os.path.realpath(os.path.expanduser(str(p)))
+        if real in seen:
+            same = "" if seen[real] == p else f" (also as {seen[real]})"
+            raise ValueError(f"{key} lists {p} twice{same}")
+        seen[real] = p
 
 
 def check_reference(reference: str | None, policies: list[str]) -> None:

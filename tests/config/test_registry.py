@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -130,6 +131,16 @@ def test_check_config_refuses_a_target_anywhere_but_the_policy():
     with pytest.raises(SettingsError, match="f.yaml: policy _target_ 'os.system'"):
         registry.check_config({"policy": {"_target_": "os.system"}}, "f.yaml")
     registry.check_config({"policy": {"_target_": "memlens.policies.lru.LRU"}}, "f.yaml")
+
+
+def test_the_experimental_rerun_pickle_is_refused(tmp_path):
+    """Hydra's ``--experimental-rerun`` unpickles a file from a run folder: code."""
+    pickle = tmp_path / "config.pickle"
+    pickle.write_bytes(b"not read")
+    proc = subprocess.run([MEMLENS, "simulate", "--experimental-rerun", str(pickle)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.startswith("error: --experimental-rerun")
+    assert len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_a_forged_resume_entry_is_numbers_and_builds_nothing(tmp_path, monkeypatch):
