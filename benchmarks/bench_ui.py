@@ -33,6 +33,9 @@ from memlens.trace.generate import generate_simple
 from memlens.trace.io import write_trace
 from memlens.ui.sample import write_run_folder
 from memlens.ui.server import UiConfig, running
+from memlens.ui.state import SESSION_COOKIE
+
+TOKEN = "X-MemLens-Token"
 
 RESULTS = Path(__file__).parent / "results"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -54,12 +57,13 @@ def build_run(root: Path, events: int, policy: str, budget: int) -> tuple[Path, 
     return folder, time.perf_counter() - t0
 
 
-def api_sizes(url: str) -> list[tuple[str, int, float]]:
+def api_sizes(url: str, token: str) -> list[tuple[str, int, float]]:
     out = []
     for name in API:
         q = "run=big" + ("&request=0" if name == "influence" else "")
         t0 = time.perf_counter()
-        with urllib.request.urlopen(f"{url}/api/{name}?{q}", timeout=120) as r:
+        req = urllib.request.Request(f"{url}/api/{name}?{q}", headers={TOKEN: token})
+        with urllib.request.urlopen(req, timeout=120) as r:
             body = r.read()
         out.append((name, len(body), time.perf_counter() - t0))
         json.loads(body)
@@ -78,7 +82,16 @@ def _timed_load(page, url: str) -> dict:
     return {"fcp_ms": fcp, "timeline_ms": chart, "all_ms": done}
 
 
-def page_loads(url: str, loads: int) -> tuple[list[dict], list[dict]]:
+def _context(browser, url: str, state):
+    """A fresh browser profile holding a session cookie (a one-time code spent for it, so
+    the timed load is the page's, not the login's redirect)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    session = state.redeem(state.new_code())
+    context.add_cookies([{"name": SESSION_COOKIE, "value": session, "url": url}])
+    return context
+
+
+def page_loads(url: str, loads: int, state) -> tuple[list[dict], list[dict]]:
     """Cold loads (each in a fresh browser profile: nothing cached) and warm loads (one
     profile, the page loaded again: plotly.min.js from the HTTP cache, as a user who keeps
     the page open or comes back sees it)."""
@@ -88,10 +101,10 @@ def page_loads(url: str, loads: int) -> tuple[list[dict], list[dict]]:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=ARGS)
         for _ in range(loads):
-            context = browser.new_context(viewport={"width": 1280, "height": 900})
+            context = _context(browser, url, state)
             cold.append(_timed_load(context.new_page(), url))
             context.close()
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        context = _context(browser, url, state)
         page = context.new_page()
         _timed_load(page, url)  # fills the cache
         for _ in range(loads):
@@ -120,14 +133,15 @@ def main() -> None:
         print(f"run: {args.events:,} events, {rows:,} log rows ({mb:.0f} MB), {run_s:.1f} s")
         cfg = UiConfig(root=str(root / "runs"), port=0, mlflow_uri=None,
                        feedback_store=str(root / "fb.db"), prewarm=False)  # fmt: skip
-        with running(cfg) as (url, _):
+        with running(cfg) as (url, state):
             t0 = time.perf_counter()  # the first question loads the run (once per server)
-            with urllib.request.urlopen(f"{url}/api/summary?run=big", timeout=600) as r:
+            req = urllib.request.Request(f"{url}/api/summary?run=big", headers={TOKEN: state.token})
+            with urllib.request.urlopen(req, timeout=600) as r:
                 r.read()
             prepare_s = time.perf_counter() - t0
             print(f"first open (the server loads the log into DuckDB): {prepare_s:.1f} s")
-            cold, warm = page_loads(url, args.loads)
-            sizes = api_sizes(url)
+            cold, warm = page_loads(url, args.loads, state)
+            sizes = api_sizes(url, state.token)
     table = []
     for label, loads in (("cold", cold), ("warm", warm)):
         for k, r in enumerate(loads):

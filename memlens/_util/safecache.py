@@ -90,11 +90,18 @@ def max_bytes() -> int:
 
 
 def environment_error() -> str | None:
-    """What is wrong with the cache settings in the environment, or ``None``."""
+    """What is wrong with the cache settings in the environment, or ``None``: a size cap
+    that is not a size, or a ``MEMLENS_CACHE`` that is not a folder (every cache would
+    otherwise fail to write without a word, and every run recompute what it could reuse)."""
     try:
         max_bytes()
     except CacheConfigError as exc:
         return str(exc)
+    root = os.environ.get("MEMLENS_CACHE")
+    if root:
+        where = Path(root).expanduser()
+        if where.exists() and not where.is_dir():
+            return f"MEMLENS_CACHE={root}: exists and is not a folder (the cache root)"
     return None
 
 

@@ -21,6 +21,7 @@ Bad input exits 2 with one ``error:`` line on stderr, before anything is written
 
 from __future__ import annotations
 
+import errno
 import sys
 import zlib
 from collections.abc import Callable
@@ -65,6 +66,8 @@ DEFAULT_ARCHETYPE = "simple"
 # file): a number too large for an int64 column, a truncated gzip stream
 ERRORS = (ValueError, OSError, OverflowError, EOFError, zlib.error, TokenizerUnavailable,
           OmegaConfBaseException)  # fmt: skip
+#: A full or read-only disk under ``out``: the error names the setting, not only the errno.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
 
 
 class UsageError(ValueError):
@@ -257,6 +260,8 @@ def _task(command: str) -> Callable[[DictConfig], None]:
                            if hasattr(settings, k)), None)  # fmt: skip
             if source and not isinstance(exc, (ValueError, OSError, OmegaConfBaseException)):
                 message = f"{source}: cannot be read: {message}"
+            if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS and hasattr(settings, "out"):
+                message = f"out={settings.out}: cannot be written ({exc.strerror or exc})"
             print(f"error: {message}", file=sys.stderr)
             sys.exit(2)
         print(text)

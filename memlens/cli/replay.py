@@ -8,10 +8,12 @@ two commands give identical numbers for identical settings.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
+import errno
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -164,6 +166,25 @@ def _load(settings: CommonConfig, path: str | None = None):
         raise SystemExit(2) from None
 
 
+#: What a run folder that cannot be written fails with (found only while writing it).
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
+
+
+@contextlib.contextmanager
+def disk_errors(out_dir: Path) -> Iterator[None]:
+    """A full or read-only disk under the run folder: one ``error:`` line and exit 2 (the
+    staged files are gone by then: ``memlens.runs.writers.run_folder`` removed them), never a
+    traceback."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in DISK_ERRNOS:
+            raise
+        print(f"error: hydra.run.dir={out_dir}: cannot write the run's files "
+              f"({exc.strerror or exc}); nothing of this run was kept", file=sys.stderr)  # fmt: skip
+        raise SystemExit(2) from None
+
+
 def warn(messages: list[str]) -> None:
     for m in messages:
         print(f"warning: {m}", file=sys.stderr)
@@ -181,6 +202,7 @@ def simulate_task(cfg: DictConfig):
     resolved_yaml = OmegaConf.to_yaml(cfg, resolve=True)
     label = f"{settings.policy._target_.rsplit('.', 1)[-1]}@{settings.budget}"
     with (
+        disk_errors(out_dir),  # a full or read-only disk: exit 2, nothing kept
         interruptible(),  # SIGTERM/SIGINT: MLflow run KILLED, folder untouched, exit 143/130
         mlflow_run(settings.mlflow, run_name=label) as tracking,
         run_folder(out_dir, _hydra_files()) as folder,  # swapped in whole at the end
@@ -266,6 +288,7 @@ def run_compare(settings: CompareConfig, cfg: DictConfig, name: str = "compare",
     out_dir = _run_dir()
     sweep_id = new_sweep_id()
     with (
+        disk_errors(out_dir),
         interruptible(),
         mlflow_run(settings.mlflow, run_name=name, tags=parent_tags(name, sweep_id)) as parent,
         run_folder(out_dir, _hydra_files()) as folder,

@@ -73,24 +73,83 @@ def error_message(exc: BaseException) -> str:
     return first
 
 
+#: The ``hydra.*`` overrides the pre-flight checks keep: where the run folder goes.
+DIR_KEYS = ("hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir", "hydra.output_subdir")
+
+
+def dir_overrides(overrides: list[str]) -> list[str]:
+    """The overrides of where Hydra puts the run folder (``job_overrides`` drops ``hydra.*``)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    return [o.input_line for o in parsed if o.get_key_element().lstrip("+~") in DIR_KEYS]
+
+
+def parse_error(overrides: list[str]) -> str | None:
+    """One line naming the setting whose override Hydra's grammar cannot read (a path with
+    ``[``, ``]`` or ``=`` in it must be quoted), or None."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    for text in overrides:
+        try:
+            parser.parse_overrides([text])
+        except OverrideParseException:
+            key, _, value = text.partition("=")
+            example = f"{key}=['...']" if value.startswith("[") else f"{key}='{value}'"
+            return (f"{key}={value}: Hydra's override grammar cannot read this value; quote a "
+                    f"path that holds [ ] , = or spaces ({example})")  # fmt: skip
+    return None
+
+
+def check_run_folder(hydra: dict, cfg, multirun: bool) -> None:
+    """Where Hydra will put the run's files (``hydra.run.dir``, ``hydra.sweep.dir`` for
+    ``-m``), checked before Hydra creates anything (``memlens.config.paths.check_run_dir``);
+    the folders on the way that do not exist yet are noted, so a failed run removes them."""
+    from omegaconf import OmegaConf
+
+    from memlens._util.folders import note_missing_parents
+    from memlens.config.paths import check_run_dir
+
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    path = hydra.get(key)
+    if path is None or hydra.get("hydra.output_subdir") is None:
+        return  # (data, feedback and train write only the files they are told to)
+    traces = [OmegaConf.select(cfg, "trace", default=None),
+              *(OmegaConf.select(cfg, "traces", default=None) or [])]  # fmt: skip
+    check_run_dir(key, str(path), [str(t) for t in traces if t])
+    note_missing_parents(path)
+
+
 def validate(config_name: str, argv: list[str], check: Callable | None) -> None:
     """Compose and check every job's config; exit 2 with one ``error:`` line on a problem.
 
     ``check(cfg)`` raises on a bad setting and may return a deferred step (a callable: the
-    trace parse), run once every job has passed, so a sweep's bad setting costs no parse."""
+    trace parse), run once every job has passed, so a sweep's bad setting costs no parse.
+    The run folder, for a command Hydra writes one for, is checked first."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from memlens.config.compose import compose_config
+    from memlens.config.compose import compose_with_hydra
 
     flags, overrides = split_args(argv)
     if _INFO_FLAGS & set(flags):
         return
+    if "--experimental-rerun" in flags:
+        print("error: --experimental-rerun loads a pickle, which can run code: rerun with the "
+              "run's overrides (.hydra/overrides.yaml) instead", file=sys.stderr)  # fmt: skip
+        sys.exit(2)
+    if (problem := parse_error(overrides)) is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        sys.exit(2)
     multirun = "-m" in flags or "--multirun" in flags
     try:
         deferred = []  # what a check defers (a trace parse) until every job's settings passed
+        dirs = dir_overrides(overrides)
         for job in job_overrides(overrides, multirun):
-            cfg = compose_config(config_name, job)
+            cfg, hydra = compose_with_hydra(config_name, [*job, *dirs])
+            check_run_folder(hydra, cfg, multirun)
             later = check(cfg) if check is not None else None
             if callable(later):
                 deferred.append(later)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from omegaconf import OmegaConf
 
+from memlens.config.registry import check_config, check_hydra_node
 from memlens.config.schema import build_policy, register_configs, resolve
 from memlens.config.store import CONF_DIR, SettingsError, registered_policies
 
@@ -17,6 +18,13 @@ def compose_config(config_name: str, overrides: list[str] = ()):
     The one way MemLens composes configs: the CLI's pre-flight checks, every ``compare`` job,
     tests and notebooks all call this.
     """
+    return compose_with_hydra(config_name, overrides)[0]
+
+
+def compose_with_hydra(config_name: str, overrides: list[str] = ()):
+    """(:func:`compose_config`'s config, ``{"hydra.run.dir": ..., "hydra.sweep.dir": ...,
+    "hydra.output_subdir": ...}`` resolved): the pre-flight checks read where the run folder
+    will be from the second."""
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
@@ -29,7 +37,8 @@ def compose_config(config_name: str, overrides: list[str] = ()):
 
 def _compose_strict(config_name: str, overrides: list[str]):
     """Hydra's ``compose``, then the boolean settings read strictly, as they were written on
-    the command line and in the chosen YAML files (``memlens._util.values``)."""
+    the command line and in the chosen YAML files (``memlens._util.values``), and nothing named
+    that the registries do not list (``memlens.config.registry``)."""
     from hydra import compose
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import open_dict
@@ -38,14 +47,27 @@ def _compose_strict(config_name: str, overrides: list[str]):
 
     cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
     choices = OmegaConf.to_container(cfg.hydra.runtime.choices)
+    where = _provenance(config_name, choices)
+    check_hydra_node(cfg.hydra, where)
+    hydra = {key: OmegaConf.select(cfg, key, default=None, throw_on_resolution_failure=False)
+             for key in ("hydra.run.dir", "hydra.sweep.dir", "hydra.output_subdir")}  # fmt: skip
     with open_dict(cfg):
         del cfg["hydra"]
+    check_config(cfg, where, overrides)
     check_override_booleans(cfg, overrides)
     # the repository as this composition saw it (hydra.searchpath overrides included)
     loader = GlobalHydra.instance().config_loader()
     _, repository = loader._parse_overrides_and_create_caching_repo(config_name, overrides)
     check_file_booleans(cfg, choices, repository)
-    return cfg
+    return cfg, hydra
+
+
+def _provenance(config_name: str, choices: dict) -> str:
+    """Where a composed config's policy came from, for an error line: the config and the
+    files chosen for its ``policy`` and ``experiment`` groups."""
+    parts = [f"{group}={choices[group]}" for group in ("policy", "experiment")
+             if choices.get(group)]  # fmt: skip
+    return " ".join(parts) if parts else f"conf/{config_name}.yaml"
 
 
 def run_settings(overrides: list[str] = ()):

@@ -53,3 +53,49 @@ def check_cache_dir(key: str, path: str | None) -> None:
     where = Path(path).expanduser() if path else None
     if where is not None and where.exists() and not where.is_dir():
         raise SettingsError(f"{key}={path}: exists and is not a directory")
+
+
+#: Top-level folders of virtual file systems: nothing a run writes belongs there.
+VIRTUAL_ROOTS = ("/proc", "/sys", "/dev")
+
+
+def _existing_ancestor(path: Path) -> Path:
+    """The deepest part of ``path`` that exists (``path`` itself if it exists)."""
+    here = path
+    while not here.exists() and here != here.parent:
+        here = here.parent
+    return here
+
+
+def check_run_dir(key: str, path: str, inputs: list[str] = ()) -> None:
+    """A run folder Hydra can create and MemLens can fill, checked before anything is written:
+    not the file system's root, not on /proc, /sys or /dev, not an existing file (nor under
+    one), on a writable file system with room left, and not the folder of a trace the run
+    reads (its files would be mixed with the run's input)."""
+    if not str(path).strip():
+        raise SettingsError(f"{key} must name a folder, got an empty string")
+    real = Path(os.path.realpath(os.path.abspath(path)))
+    if real == Path(real.anchor):
+        raise SettingsError(f"{key}={path}: the file system's root is not a run folder")
+    for virtual in VIRTUAL_ROOTS:
+        if real.is_relative_to(virtual):
+            raise SettingsError(f"{key}={path}: {virtual} is a virtual file system, not a place "
+                                "for a run's files")  # fmt: skip
+    there = _existing_ancestor(real)
+    if not there.is_dir():
+        what = "exists and is not a folder" if there == real else f"{there} is not a folder"
+        raise SettingsError(f"{key}={path}: {what}")
+    try:
+        fs = os.statvfs(there)
+    except OSError as exc:
+        raise SettingsError(f"{key}={path}: {exc.strerror or exc}") from None
+    if fs.f_flag & os.ST_RDONLY:
+        raise SettingsError(f"{key}={path}: {there} is on a read-only file system")
+    if not os.access(there, os.W_OK | os.X_OK):
+        raise SettingsError(f"{key}={path}: permission denied ({there} cannot be written)")
+    if fs.f_bavail == 0:
+        raise SettingsError(f"{key}={path}: no space left on the device of {there}")
+    for trace in inputs:
+        if Path(os.path.realpath(trace)).parent == real:
+            raise SettingsError(f"{key}={path}: holds the trace {trace}; a run folder must not "
+                                "be a trace's folder (its files would mix with the input)")  # fmt: skip

@@ -24,6 +24,7 @@ import types
 import typing
 from dataclasses import MISSING, dataclass, field, make_dataclass
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -37,6 +38,7 @@ from memlens.retrieval.compression import CompressionConfig
 from memlens.retrieval.config import RetrievalConfig
 from memlens.retrieval.embeddings import EmbeddingsConfig
 from memlens.retrieval.tiers import TiersConfig
+from memlens.trace.limits import TraceLimits
 
 ENGINES = ("auto", "fast", "reference")
 DEFAULT_TRACE = "${memlens.data:default/agent-small.jsonl.gz}"
@@ -53,6 +55,8 @@ class MlflowConfig:
 
     def __post_init__(self) -> None:
         check_tracking_uri(self.tracking_uri)
+        if self.enabled:
+            check_tracking_file(self.tracking_uri)
         if not self.experiment.strip():
             raise ValueError("mlflow.experiment must be a non-empty experiment name")
 
@@ -85,6 +89,19 @@ def check_tracking_uri(uri: str) -> None:
         raise ValueError(f"mlflow.tracking_uri={uri}: a tracking server URI needs a host")
 
 
+def check_tracking_file(uri: str) -> None:
+    """A ``sqlite:///`` store must name a database file in an existing folder: MLflow would
+    otherwise retry a directory (or a missing folder) for about two minutes before failing."""
+    if not uri.startswith("sqlite:///"):
+        return
+    path = Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
+    if path.is_dir():
+        raise ValueError(f"mlflow.tracking_uri={uri}: {path} is a folder, not a database file")
+    if not path.absolute().parent.is_dir():
+        raise ValueError(f"mlflow.tracking_uri={uri}: folder {path.absolute().parent} does not "
+                         "exist")  # fmt: skip
+
+
 @dataclass
 class OutputConfig:
     moves: bool = True  # write moves.parquet (every tier move)
@@ -115,6 +132,7 @@ class CommonConfig:
 
     trace: str = DEFAULT_TRACE  # the trace to replay (default: the bundled generated trace)
     trace_cache: bool = True  # keep the parsed trace on disk, keyed by the file's bytes
+    trace_limits: TraceLimits = field(default_factory=TraceLimits)  # blank lines, gzip ratio
     demand_fetch: bool = False  # bring missed needs back into working memory after a request
     seed: int = 0  # seeds every np.random.Generator a policy receives
     engine: str = "auto"  # auto | reference | fast (compiled kernel, for policies that have one)
@@ -201,8 +219,9 @@ class CompareConfig(CommonConfig):
                              "derivations of the same logs in traces=[...]")  # fmt: skip
         for b in self.budgets:
             check_budget(b, "budgets")
-        for key in ("budgets", "policies", "traces"):
+        for key in ("budgets", "policies"):
             no_repeats(key, getattr(self, key) or [])
+        no_repeated_files("traces", self.traces or [])
         if self.policies is not None and not self.policies:
             raise ValueError("policies must list at least one policy (or be null for all)")
         if self.traces is not None and not self.traces:
@@ -218,6 +237,20 @@ def no_repeats(key: str, values: list) -> None:
         if v in seen:
             raise ValueError(f"{key} lists {v} twice")
         seen.add(v)
+
+
+def no_repeated_files(key: str, paths: list[str]) -> None:
+    """A list of files naming one file twice, however spelt (``a/t.jsonl`` and
+    ``a/../a/t.jsonl``, a symlink and its target), would replay (and report) it twice."""
+    import os
+
+    seen: dict[str, str] = {}
+    for p in paths:
+        real = os.path.realpath(os.path.expanduser(str(p)))
+        if real in seen:
+            same = "" if seen[real] == p else f" (also as {seen[real]})"
+            raise ValueError(f"{key} lists {p} twice{same}")
+        seen[real] = p
 
 
 def check_reference(reference: str | None, policies: list[str]) -> None:

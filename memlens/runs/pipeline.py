@@ -64,7 +64,8 @@ def load_trace(settings: CommonConfig, path: str | None = None,
     check_trace_file(path)
     key = (str(Path(path).resolve()), bool(settings.trace_cache))
     if key not in _TRACES:
-        _TRACES[key] = load_trace_cached(path, enabled=settings.trace_cache)
+        _TRACES[key] = load_trace_cached(path, enabled=settings.trace_cache,
+                                         limits=settings.trace_limits)  # fmt: skip
     trace = _TRACES[key]
     if trace.n_requests == 0 and not allow_no_requests:
         raise TraceError(path, 0, None, "no requests in the trace: nothing to replay "

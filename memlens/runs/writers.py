@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from memlens._util.atomic import atomic_path, write_json, write_text
+from memlens._util.folders import remove_created_parents
 from memlens.runs.interrupts import signals_held
 from memlens.analyze.metrics import per_request_table
 from memlens.trace.packed import TakenStrings, arrow_rows
@@ -235,6 +236,7 @@ def run_folder(target: str | os.PathLike, carry: Iterable[str] = ()) -> Iterator
             _drop(target, carry)
             with contextlib.suppress(OSError):
                 target.rmdir()  # only if empty: nothing of an earlier run to keep
+            remove_created_parents(target)  # outputs/<date> made for this run alone
         raise
     with signals_held():
         for name in carry if whole else ():

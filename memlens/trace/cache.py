@@ -19,6 +19,7 @@ from pathlib import Path
 from memlens._util import safecache
 from memlens._util.cachedir import cache_dir
 from memlens.trace.io import TraceError, load_trace
+from memlens.trace.limits import TraceLimits
 from memlens.trace.model import Trace
 
 CACHE_FORMAT = 3  # 3: need groups (format 1.1); 2: safecache .npz; 1: a pickle (ignored)
@@ -40,11 +41,13 @@ def entry_path(path: str | os.PathLike, directory: str | os.PathLike | None = No
 
 
 def load_trace_cached(
-    path: str | os.PathLike, enabled: bool = True, directory: str | os.PathLike | None = None
-) -> Trace:
-    """``load_trace(path)``, served from / stored in the cache when ``enabled``."""
+    path: str | os.PathLike, enabled: bool = True, directory: str | os.PathLike | None = None,
+    limits: TraceLimits | None = None,
+) -> Trace:  # fmt: skip
+    """``load_trace(path, limits=limits)``, served from / stored in the cache when ``enabled``
+    (an entry exists only for a trace that passed the limits it was parsed under)."""
     if not enabled:
-        return load_trace(path)
+        return load_trace(path, limits=limits)
     if not Path(path).exists():
         raise TraceError(str(path), 0, None, "no such trace file")
     entry = entry_path(path, directory)
@@ -52,7 +55,7 @@ def load_trace_cached(
         entry, KIND, lambda arrays, meta: Trace.from_arrays(arrays, meta, str(path))
     )
     if trace is None:
-        trace = load_trace(path)
+        trace = load_trace(path, limits=limits)
         if trace.n_requests:  # a trace with nothing to replay is refused by runs: keep no entry
             arrays, meta = trace.to_arrays()
             safecache.store(entry, KIND, arrays, meta)

@@ -54,6 +54,7 @@ from memlens.trace.limits import (
     TARGET_FIELDS,
     VERSIONS,
     WRITE_FIELDS,
+    TraceLimits,
     depth_error,
     finite_number,
     shown,
@@ -437,7 +438,8 @@ def _decode(source: str, line: int, raw: bytes, loads=orjson.loads):
         raise TraceError(source, line, None, f"malformed JSON: {exc}{hint}") from None
 
 
-def load_trace(path: str | os.PathLike, max_line_bytes: int | None = None) -> Trace:
+def load_trace(path: str | os.PathLike, max_line_bytes: int | None = None,
+               limits: TraceLimits | None = None) -> Trace:  # fmt: skip
     """Parse and validate a ``.jsonl`` / ``.jsonl.gz`` trace.  Raises :class:`TraceError`.
 
     ``Trace.sha256`` is *the* trace hash, defined once: the SHA-256 of the trace's JSON Lines
@@ -447,7 +449,9 @@ def load_trace(path: str | os.PathLike, max_line_bytes: int | None = None) -> Tr
     or not) gives the same hash.  (The parsed-trace cache keys entries by the file's raw bytes:
     that is a cache key, not the trace's identity.)
 
-    ``max_line_bytes``: the longest line accepted (default ``trace_lines.MAX_LINE_BYTES``).
+    ``max_line_bytes``: the longest line accepted (default ``trace_lines.MAX_LINE_BYTES``);
+    ``limits``: the most blank lines and the largest decompression ratio
+    (``memlens.trace.limits.TraceLimits``, defaults when None).
 
     The bulk parser (``memlens.trace.bulk.parse``) loads the trace when it can vouch for every line;
     otherwise (any error, or a form it leaves alone) :func:`load_trace_exact` decides, so every
@@ -457,14 +461,15 @@ def load_trace(path: str | os.PathLike, max_line_bytes: int | None = None) -> Tr
 
     check_trace_file(path)
     fix_mmap_threshold()  # growing columns must not leave holes in the heap (memlens._util.malloc)
-    trace = load_fast(path, max_line_bytes)
+    trace = load_fast(path, max_line_bytes, limits)
     if trace is None:
-        return load_trace_exact(path, max_line_bytes)
+        return load_trace_exact(path, max_line_bytes, limits)
     release_free_memory()
     return trace
 
 
-def load_trace_exact(path: str | os.PathLike, max_line_bytes: int | None = None) -> Trace:
+def load_trace_exact(path: str | os.PathLike, max_line_bytes: int | None = None,
+                     limits: TraceLimits | None = None) -> Trace:  # fmt: skip
     """:func:`load_trace` by the exact line-by-line parser only: an event at a time, every
     error named by file, line and field (the reference the bulk parser is tested against)."""
     source = str(path)
@@ -473,7 +478,7 @@ def load_trace_exact(path: str | os.PathLike, max_line_bytes: int | None = None)
     builder = _Builder(source, limits.SPILL_BYTES)
     digest = hashlib.sha256()
     update = digest.update
-    for line_no, raw in read_lines(path, max_line_bytes):
+    for line_no, raw in read_lines(path, max_line_bytes, limits):
         if not raw or raw.isspace():
             continue
         obj = _decode(source, line_no, raw)

@@ -7,6 +7,7 @@ them.  Both readers (the exact one, ``memlens.trace.io``, and the bulk one,
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from memlens.trace.model import EVENT_KINDS
 
@@ -33,6 +34,36 @@ MAX_DEPTH = 64
 MAX_EVENTS, MAX_LINE = 2**30, 2**31 - 1
 #: A string column of a loaded trace that passes this many bytes spills to a temporary file.
 SPILL_BYTES = 16 << 20
+#: Most blank (empty or whitespace-only) lines a trace may have: a gzip of gigabytes of
+#: newlines (a few megabytes on disk) would otherwise be read a line at a time for minutes.
+MAX_BLANK_LINES = 1_000_000
+#: Most bytes a gzip trace may decompress to per byte read of the file.  Real traces compress
+#: 5 to 10 times; a gzip bomb about 1,000 times.  Checked once
+#: :data:`RATIO_CHECK_BYTES` have been decompressed, so a small file is never refused for it.
+MAX_DECOMPRESSION_RATIO = 200.0
+RATIO_CHECK_BYTES = 64 << 20
+
+
+@dataclass
+class TraceLimits:
+    """``trace_limits:`` how much a trace file may make the reader do (``memlens.trace.lines``;
+    the longest line is ``max_line_bytes``, a reader argument): the most blank lines and the
+    largest decompression ratio.  Each stops the read with one error line naming the file, the
+    line and the setting, in bounded time."""
+
+    max_blank_lines: int = MAX_BLANK_LINES  # blank lines in the whole file
+    max_decompression_ratio: float = MAX_DECOMPRESSION_RATIO  # gzip: bytes out per byte in
+
+    def __post_init__(self) -> None:
+        value = self.max_blank_lines
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**62:
+            raise ValueError(f"trace_limits.max_blank_lines must be an integer >= 0, "
+                             f"got {value!r}")  # fmt: skip
+        ratio = self.max_decompression_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not (
+                math.isfinite(ratio) and ratio >= 1):  # fmt: skip
+            raise ValueError("trace_limits.max_decompression_ratio must be a finite number "
+                             f">= 1, got {ratio!r}")  # fmt: skip
 
 
 def finite_number(x, limit: float) -> float | None:

@@ -11,6 +11,10 @@ or gigabytes of memory:
   line does not start a new one and line numbers are those of any editor;
 * a line longer than ``max_line_bytes`` (default :data:`MAX_LINE_BYTES`) stops the read as soon
   as that many bytes are buffered;
+* more than ``trace_limits.max_blank_lines`` blank lines, or a gzip stream that decompresses
+  to more than ``trace_limits.max_decompression_ratio`` times the bytes read of the file
+  (``memlens.trace.limits.TraceLimits``), stop it too: a few megabytes of gzip that inflate to
+  gigabytes of newlines are refused within a second, not read for minutes;
 * a read error (corrupt or truncated gzip, an I/O error) names the first line that could not be
   read in full: the file is decompressed again, in small steps, up to the failure to find it.
 """
@@ -25,6 +29,8 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
+
+from memlens.trace.limits import RATIO_CHECK_BYTES, TraceLimits
 
 #: The longest line a trace may have, in bytes (one event; texts included).
 MAX_LINE_BYTES = 8 << 20
@@ -84,15 +90,35 @@ def _problem(exc: BaseException) -> str:
     return f"cannot read trace: {getattr(exc, 'strerror', None) or exc}"
 
 
-def read_lines(path: str | os.PathLike, max_line_bytes: int | None = None
-               ) -> Iterator[tuple[int, bytes]]:  # fmt: skip
+def read_lines(path: str | os.PathLike, max_line_bytes: int | None = None,
+               limits: TraceLimits | None = None) -> Iterator[tuple[int, bytes]]:  # fmt: skip
     """``(line number, bytes without the \\n)`` for every line of the trace at ``path``."""
     limit = MAX_LINE_BYTES if max_line_bytes is None else max_line_bytes
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise ValueError(f"max_line_bytes must be a positive integer, got {limit!r}")
     check_trace_file(path)
     with open_trace(path) as fh:
-        yield from _split(fh, path, limit)
+        yield from _split(fh, path, limit, limits or TraceLimits())
+
+
+def ratio_error(fh: BinaryIO, produced: int, limits: TraceLimits) -> str | None:
+    """Why a gzip stream that has produced ``produced`` bytes is refused, or None: past
+    :data:`RATIO_CHECK_BYTES`, more than ``max_decompression_ratio`` bytes out per byte read."""
+    raw = getattr(fh, "fileobj", None)
+    if raw is None or produced < RATIO_CHECK_BYTES:
+        return None
+    ratio = limits.max_decompression_ratio
+    if produced <= ratio * max(raw.tell(), 1):
+        return None
+    return (
+        f"the gzip data decompresses to more than {ratio:g} times its size "
+        "(trace_limits.max_decompression_ratio): a decompression bomb?"
+    )
+
+
+def _too_many_blank(source: str, line: int, limits: TraceLimits) -> TraceError:
+    return TraceError(source, line, None, f"more than {limits.max_blank_lines:,} blank lines "
+                                          "(trace_limits.max_blank_lines)")  # fmt: skip
 
 
 def _too_long(source: str, line: int, limit: int) -> TraceError:
@@ -100,10 +126,11 @@ def _too_long(source: str, line: int, limit: int) -> TraceError:
                                           "is this a JSON Lines trace?")  # fmt: skip
 
 
-def _split(fh: BinaryIO, path: str | os.PathLike, limit: int) -> Iterator[tuple[int, bytes]]:
+def _split(fh: BinaryIO, path: str | os.PathLike, limit: int,
+           limits: TraceLimits) -> Iterator[tuple[int, bytes]]:  # fmt: skip
     source, line_no = str(path), 0
     parts: list[bytes] = []  # the unfinished line
-    pending = 0
+    pending = produced = blank = 0
     while True:
         try:
             block = fh.read(_BLOCK)
@@ -111,6 +138,9 @@ def _split(fh: BinaryIO, path: str | os.PathLike, limit: int) -> Iterator[tuple[
             raise TraceError(source, _failing_line(path), None, _problem(exc)) from None
         if not block:
             break
+        produced += len(block)
+        if (problem := ratio_error(fh, produced, limits)) is not None:
+            raise TraceError(source, line_no + 1, None, problem)
         nl = block.find(b"\n")
         if nl < 0:
             parts.append(block)
@@ -126,6 +156,10 @@ def _split(fh: BinaryIO, path: str | os.PathLike, limit: int) -> Iterator[tuple[
             line_no += 1
             if len(line) > limit:
                 raise _too_long(source, line_no, limit)
+            if not line or line.isspace():
+                blank += 1
+                if blank > limits.max_blank_lines:
+                    raise _too_many_blank(source, line_no, limits)
             yield line_no, line
         parts, pending = [tail], len(tail)
         if pending > limit:

@@ -7,17 +7,43 @@ aggregate or one page of rows (``offset``/``limit``), never the whole event log.
 
 from __future__ import annotations
 
+import sys
+import traceback
 from pathlib import Path
+from urllib.parse import urlencode
 
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware.base import BaseHTTPMiddleware
-from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from starlette.requests import Request
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+)
 
 from memlens.analyze import queries
 from memlens.learn.feedback import FeedbackError, FeedbackStore
-from memlens.ui.runs import RunAccessError, local_runs, mlflow_runs, resolve_run
-from memlens.ui.state import CSP, STATIC, check_write, int_param, json_safe
+from memlens.ui.runs import RunAccessError, RunFileError, local_runs, mlflow_runs, resolve_run
+from memlens.ui.state import (
+    CSP,
+    SESSION_COOKIE,
+    STATIC,
+    TOKEN_HEADER,
+    check_write,
+    host_allowed,
+    int_param,
+    json_safe,
+    origin_allowed,
+)
 from memlens.ui.whatif import feedback_row, what_if
+
+#: Deepest nesting of a request body's JSON (an intervention is a flat object).
+MAX_JSON_DEPTH = 16
+NO_SESSION = ("<!doctype html><title>MemLens</title><p>No session: open the URL that "
+              "<code>memlens ui</code> printed (it carries a one-time code), or restart it for "
+              "a new one.</p>")  # fmt: skip
 
 
 class SecurityHeaders(BaseHTTPMiddleware):
@@ -33,6 +59,54 @@ class SecurityHeaders(BaseHTTPMiddleware):
         return response
 
 
+class Guard:
+    """Every request, before any route or file is served: the ``Host`` must be a name the page
+    answers to (421 otherwise: DNS rebinding), an ``Origin`` must be the page itself (403),
+    a body may not announce more than ``max_body_bytes`` (413), and the API needs a session
+    (the cookie the one-time code set) or the token (401).  A plain ASGI middleware, so that
+    a refusal never reads the body or reaches a handler."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refusal = self.refusal(scope["app"].state.ui, Request(scope))
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    @staticmethod
+    def refusal(state, request: Request) -> Response | None:
+        """The answer that refuses ``request``, or None to let it through."""
+        port = (request.scope.get("server") or (None, None))[1]
+        host = request.headers.get("host", "")
+        if not host_allowed(state, host, port):
+            return JSONResponse({"error": f"Host {host[:80]!r} is not a name this page answers "
+                                          "to (ui setting allowed_hosts adds names)"},
+                                status_code=421)  # fmt: skip
+        origin = request.headers.get("origin")
+        if origin and not origin_allowed(state, origin, port):
+            return JSONResponse({"error": "cross-site request refused"}, status_code=403)
+        length = request.headers.get("content-length", "0")
+        if not length.isdigit() or int(length) > state.cfg.max_body_bytes:
+            return _too_large(state)
+        if request.url.path.startswith("/api/") and not (
+                state.has_session(request.cookies.get(SESSION_COOKIE))
+                or state.has_token(request.headers.get(TOKEN_HEADER))):  # fmt: skip
+            return JSONResponse({"error": "no session: open the URL memlens ui printed"},
+                                status_code=401)  # fmt: skip
+        return None
+
+
+def _too_large(state) -> JSONResponse:
+    return JSONResponse({"error": f"request body larger than {state.cfg.max_body_bytes:,} bytes "
+                                  "(ui setting max_body_bytes)"}, status_code=413)  # fmt: skip
+
+
 def _state(request):
     return request.app.state.ui
 
@@ -46,10 +120,47 @@ def _error(exc: Exception, status: int) -> JSONResponse:
     return JSONResponse({"error": str(exc).strip("'\"")}, status_code=status)
 
 
-async def index(request) -> Response:
+def _failure(exc: Exception) -> JSONResponse:
+    """The 4xx answer to bad input (a bad name, a bad value, a damaged run folder); a 500
+    only for what is none of these (a bug), with the traceback on the server's stderr."""
+    import duckdb
 
+    if isinstance(exc, RunAccessError):
+        text = str(exc)
+        return _error(exc, 404 if "no such" in text or "not a run" in text else 400)
+    if isinstance(exc, (RunFileError, duckdb.Error, OSError)):
+        return _error(exc, 422)
+    if isinstance(exc, KeyError):
+        return _error(exc, 404)
+    if isinstance(exc, (FeedbackError, ValueError, TypeError)):
+        return _error(exc, 400)
+    traceback.print_exception(exc, file=sys.stderr)
+    return JSONResponse({"error": f"internal error ({type(exc).__name__}); see the server's "
+                                  "log"}, status_code=500)  # fmt: skip
+
+
+async def index(request) -> Response:
+    """The page, to a session only; ``/?code=C`` spends a one-time code on a new session
+    (cookie) and redirects to the same page without the code."""
+    state = _state(request)
+    code = request.query_params.get("code")
+    has_session = state.has_session(request.cookies.get(SESSION_COOKIE))
+    if code is not None:
+        rest = [(k, v) for k, v in request.query_params.multi_items() if k != "code"]
+        response = RedirectResponse("/" + (f"?{urlencode(rest)}" if rest else ""), 303)
+        if has_session:
+            return response
+        session = state.redeem(code)
+        if session is None:
+            return HTMLResponse(NO_SESSION.replace("No session", "This code was used already "
+                                                   "or is wrong"), status_code=403)  # fmt: skip
+        response.set_cookie(SESSION_COOKIE, session, httponly=True, samesite="strict", path="/")
+        return response
+    if not has_session:
+        return HTMLResponse(NO_SESSION, status_code=401)
     html = (STATIC / "index.html").read_text(encoding="utf-8")
-    return HTMLResponse(html.replace("{{TOKEN}}", _state(request).token))
+    return HTMLResponse(html.replace("{{TOKEN}}", state.token),
+                        headers={"Cache-Control": "no-store"})  # fmt: skip
 
 
 async def plotly_js(request) -> Response:
@@ -61,26 +172,24 @@ async def plotly_js(request) -> Response:
 
 
 def _read(fn):
-    """A GET endpoint: ``fn(state, params)`` in a worker thread; bad input -> 400/404."""
+    """A GET endpoint: ``fn(state, params)`` in a worker thread; bad input -> 4xx."""
 
     async def endpoint(request):
         state, params = _state(request), request.query_params
         try:
             return _json(await run_in_threadpool(fn, state, params))
-        except RunAccessError as exc:
-            return _error(exc, 404 if "no such" in str(exc) or "not a run" in str(exc) else 400)
-        except KeyError as exc:
-            return _error(exc, 404)
-        except ValueError as exc:
-            return _error(exc, 400)
+        except Exception as exc:  # noqa: BLE001 - every failure is an answer, never a crash
+            return _failure(exc)
 
     return endpoint
 
 
 def _runs(state, params):
     found, problem = mlflow_runs(state.cfg.mlflow_uri, state.root)
-    return {"root": str(state.root), "local": local_runs(state.root), "mlflow": found,
-            "mlflow_error": problem}  # fmt: skip
+    problems: list[dict] = []
+    local = local_runs(state.root, problems)
+    return {"root": str(state.root), "local": local, "mlflow": found, "mlflow_error": problem,
+            "problems": problems}  # fmt: skip
 
 
 def _paged(name: str):
@@ -143,8 +252,47 @@ READS = {
 }
 
 
+class BodyTooLarge(ValueError):
+    """A request body past ``max_body_bytes`` (read in pieces, so it is never held whole)."""
+
+
+async def _body(request, limit: int) -> bytes:
+    """The request body, refused as soon as it passes ``limit`` bytes (a chunked body has no
+    Content-Length for the guard to check)."""
+    parts, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def parse_body(raw: bytes) -> dict:
+    """A JSON object nested at most :data:`MAX_JSON_DEPTH` deep, else ``ValueError``.  orjson
+    stops at 1024 levels on its own (100,000 ``[`` is an error, not a crash)."""
+    import orjson
+
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"the body is not JSON ({str(exc)[:120]})") from None
+    if not isinstance(body, dict):
+        raise ValueError("the body must be a JSON object")
+    stack = [(v, 1) for v in body.values()]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth >= MAX_JSON_DEPTH:
+                raise ValueError(f"the body is nested deeper than {MAX_JSON_DEPTH} levels")
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict)
+                                                   else value))  # fmt: skip
+    return body
+
+
 def _write(fn):
-    """A POST endpoint: token checked first (403), then a JSON object body."""
+    """A POST endpoint: token and Origin checked first (403), then a JSON object body of at
+    most ``max_body_bytes`` (413)."""
 
     async def endpoint(request):
 
@@ -154,14 +302,14 @@ def _write(fn):
         except PermissionError as exc:
             return _error(exc, 403)
         try:
-            body = await request.json()
-            if not isinstance(body, dict):
-                raise ValueError("the body must be a JSON object")
+            body = parse_body(await _body(request, state.cfg.max_body_bytes))
             return _json(await run_in_threadpool(fn, state, body))
+        except BodyTooLarge:
+            return _too_large(state)
         except RunAccessError as exc:
             return _error(exc, 404)
-        except (FeedbackError, ValueError, KeyError) as exc:
-            return _error(exc, 400)
+        except Exception as exc:  # noqa: BLE001 - every failure is an answer, never a crash
+            return _failure(exc)
 
     return endpoint
 
@@ -188,7 +336,8 @@ def _add_feedback(state, body):
 
 def _what_if(state, body):
     folder = resolve_run(state.root, body.get("run", ""))
-    return what_if(folder, FeedbackStore(state.cfg.feedback_store))
+    return what_if(folder, FeedbackStore(state.cfg.feedback_store), state.root,
+                   state.trace_roots())  # fmt: skip
 
 
 WRITES = {"feedback": _write(_add_feedback), "whatif": _write(_what_if)}

@@ -10,17 +10,27 @@ every overall metric.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from memlens.learn.feedback import Feedback, FeedbackStore
+from memlens.ui.runs import (
+    RunAccessError,
+    RunFileError,
+    contained,
+    first_line,
+    read_metrics,
+    run_file,
+)
 
 ACTIONS = {"pin": "keep", "unpin": "drop", "annotate": "value", "rescore": "value"}
 
 
 def run_trace_info(folder: Path) -> dict:
-    with open(folder / "metrics.json", encoding="utf-8") as f:
-        return json.load(f)["trace"]
+    """The ``trace`` block of a run's metrics.json (path, sha256, ...), shape-checked."""
+    trace = read_metrics(folder).get("trace", {})
+    if not isinstance(trace.get("sha256"), str):
+        raise RunFileError(f"{folder.name}/metrics.json: field 'trace.sha256' is missing")
+    return trace
 
 
 def feedback_row(folder: Path, where: dict, body: dict, author: str) -> Feedback:
@@ -49,28 +59,111 @@ def feedback_row(folder: Path, where: dict, body: dict, author: str) -> Feedback
                     author=author)  # fmt: skip
 
 
-def _settings(folder: Path):
-    """The run's own settings (resolved_config.yaml), with nothing written or tracked."""
-    from omegaconf import OmegaConf
+#: The largest ``resolved_config.yaml`` read back (a resolved config is a few kilobytes).
+MAX_CONFIG_BYTES = 1 << 20
 
+
+def _load_config(path: Path, where: str):
+    """A run's resolved config as a DictConfig, refused when too large, not YAML, not a
+    mapping, or holding an interpolation (a resolved config has none; ``${oc.env:...}`` in a
+    planted one would read the server's environment)."""
+    import yaml
+    from omegaconf import DictConfig, OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    if path.stat().st_size > MAX_CONFIG_BYTES:
+        raise RunFileError(f"{where}: larger than {MAX_CONFIG_BYTES >> 10} KiB")
+    try:
+        cfg = OmegaConf.load(path)
+    except (yaml.YAMLError, OmegaConfBaseException, UnicodeDecodeError, RecursionError) as exc:
+        raise RunFileError(f"{where}: not a config ({first_line(exc, 160)})") from None
+    if not isinstance(cfg, DictConfig):
+        raise RunFileError(f"{where}: not a mapping of settings")
+    for key, value in _strings(OmegaConf.to_container(cfg, resolve=False)):
+        if "${" in value:
+            raise RunFileError(f"{where}: {key} holds an interpolation ({value[:80]!r}); a "
+                               "resolved config has none")  # fmt: skip
+    return cfg
+
+
+def _strings(node, path: str = ""):
+    """(dotted key, value) of every string in a plain container."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _strings(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _strings(v, f"{path}[{i}]")
+    elif isinstance(node, str):
+        yield path, node
+
+
+def _settings(folder: Path, root: Path, roots: list[Path]):
+    """The run's own settings (resolved_config.yaml, under the root), checked as data: a
+    registered policy only (``memlens.config.registry``), caches in their default places, the
+    files it names under ``roots``, and nothing written or tracked."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from memlens.config.registry import check_config
     from memlens.config.schema import RunConfig, register_configs, resolve
 
-    register_configs()
-    cfg = OmegaConf.load(folder / "resolved_config.yaml")
+    name = folder.relative_to(root).as_posix() or "."
+    where = f"run {name}: resolved_config.yaml"
+    cfg = _load_config(run_file(root, name, "resolved_config.yaml"), where)
     cfg.pop("hydra", None)
-    cfg.mlflow.enabled = False
-    cfg.progress = False
-    cfg.events.enabled = False
-    return resolve(cfg, RunConfig)
+    check_config(cfg, where)
+    for key, value in (("mlflow.enabled", False), ("progress", False), ("events.enabled", False),
+                       ("oracle.cache_dir", None), ("embeddings.cache_dir", None)):  # fmt: skip
+        OmegaConf.update(cfg, key, value, force_add=True)
+    register_configs()
+    try:
+        settings = resolve(cfg, RunConfig)
+    except (OmegaConfBaseException, ValueError, TypeError, KeyError) as exc:
+        raise RunFileError(f"{where}: {first_line(exc)}") from None
+    if not (isinstance(settings.policy, dict) and "_target_" in settings.policy):
+        raise RunFileError(f"{where}: 'policy' must be a policy config with its _target_")
+    _check_named_files(settings, roots, where)
+    return settings
 
 
-def what_if(folder: Path, store: FeedbackStore) -> dict:
-    """Replay the run with the store's person rows about its trace; metric deltas."""
+def _check_named_files(settings, roots: list[Path], where: str) -> None:
+    """Files a run's settings name (a learned model, an embeddings corpus or model) lie under
+    ``roots``; a model from an MLflow registry is refused (the page contacts no server)."""
+    model = settings.policy.get("model") if isinstance(settings.policy, dict) else None
+    if isinstance(model, str) and model != "default":
+        if model.startswith("models:/"):
+            raise RunAccessError(f"{where}: policy.model {model}: the page loads models from "
+                                 "files only")  # fmt: skip
+        contained(model, roots, f"{where}: policy.model")
+        contained(str(Path(model).with_suffix(".json")), roots, f"{where}: policy.model sidecar")
+    emb = settings.embeddings
+    if emb.corpus is not None:
+        contained(emb.corpus, roots, f"{where}: embeddings.corpus")
+    if emb.kind == "sentence" and emb.model:
+        contained(emb.model, roots, f"{where}: embeddings.model")
+
+
+def what_if(folder: Path, store: FeedbackStore, root: Path | None = None,
+            trace_roots: tuple[Path, ...] = ()) -> dict:  # fmt: skip
+    """Replay the run with the store's person rows about its trace; metric deltas.
+
+    Every file the replay reads lies under ``root`` (the page's root), the run's own folder,
+    the bundled datasets or one of ``trace_roots``, symlinks resolved; the trace must still be
+    the one the run replayed (its sha256)."""
+    from memlens.config.store import DATA_DIR
     from memlens.learn.feedback import with_feedback
     from memlens.runs.pipeline import load_trace, run
 
-    settings = _settings(folder)
-    trace = load_trace(settings, run_trace_info(folder)["path"])
+    root = folder if root is None else root
+    roots = [root, folder, DATA_DIR, *trace_roots]
+    settings = _settings(folder, root, roots)
+    info = run_trace_info(folder)
+    path = contained(str(info.get("path", "")), roots, f"run {folder.name}: trace")
+    trace = load_trace(settings, str(path))
+    if trace.sha256 != info["sha256"]:
+        raise RunFileError(f"run {folder.name}: the trace at {path} is not the one it replayed "
+                           "(its sha256 differs from metrics.json's)")  # fmt: skip
     rows = store.rows(trace_sha256=trace.sha256, source="person")
     _, before = run(settings, trace)
     _, after = run(settings, with_feedback(trace, rows)) if rows else (None, before)

@@ -17,6 +17,7 @@ import pytest
 from memlens.learn.feedback import FeedbackStore
 from memlens.ui.sample import make_sample_runs
 from memlens.ui.server import UiConfig, running
+from memlens.ui.state import SESSION_COOKIE
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -57,7 +58,12 @@ def browser():
 
 @pytest.fixture
 def page(browser, ui):
+    """A fresh browser profile with a session: a one-time code spent on it (as opening the
+    URL ``memlens ui`` prints does; ``test_the_printed_url_opens_one_session`` drives that)."""
+    url, state = ui
     context = browser.new_context(viewport={"width": 1280, "height": 900})
+    session = state.redeem(state.new_code())
+    context.add_cookies([{"name": SESSION_COOKIE, "value": session, "url": url}])
     pg = context.new_page()
     pg.errors = []  # uncaught page errors (a CSP violation or a broken script shows up here)
     pg.on("pageerror", lambda exc: pg.errors.append(str(exc)))
@@ -69,6 +75,32 @@ def page(browser, ui):
 def _open(page, url: str, run: str = "lru") -> None:
     page.goto(f"{url}/?run={run}")
     page.wait_for_selector("body[data-page='ready']", timeout=30000)
+
+
+def test_the_printed_url_opens_one_session(browser, ui):
+    """``/?code=C`` sets an HttpOnly, SameSite=Strict cookie and drops the code from the URL;
+    the code is spent: a second profile opening the same URL gets no session."""
+    url, state = ui
+    code = state.new_code()
+    first = browser.new_context()
+    try:
+        pg = first.new_page()
+        pg.goto(f"{url}/?code={code}&run=rule")
+        pg.wait_for_selector("body[data-page='ready']", timeout=30000)
+        assert pg.url == f"{url}/?run=rule"
+        (cookie,) = first.cookies()
+        assert cookie["name"] == SESSION_COOKIE and cookie["httpOnly"]
+        assert cookie["sameSite"] == "Strict"
+        assert pg.evaluate("document.cookie") == ""  # script cannot read it
+    finally:
+        first.close()
+    second = browser.new_context()
+    try:
+        answer = second.new_page().goto(f"{url}/?code={code}")
+        assert answer.status == 403 and not second.cookies()
+        assert second.new_page().goto(f"{url}/").status == 401
+    finally:
+        second.close()
 
 
 def test_page_loads_a_run_and_shoots_every_view(page, ui, artifacts):

@@ -31,14 +31,17 @@ def test_artifacts_logged_and_run_listed(tmp_path, monkeypatch):
     names = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"report.html", "events.parquet", "metrics.json"} <= names
     ui = UiConfig(root=str(root), port=0, mlflow_uri=uri, feedback_store=str(tmp_path / "f.db"))
-    with running(ui) as (url, _):
-        with urllib.request.urlopen(f"{url}/api/runs", timeout=60) as r:
+    with running(ui) as (url, state):
+        token = {"X-MemLens-Token": state.token}  # the token opens the API as a session does
+        with urllib.request.urlopen(urllib.request.Request(f"{url}/api/runs", headers=token),
+                                    timeout=60) as r:  # fmt: skip
             runs = json.loads(r.read())
         assert runs["mlflow_error"] is None
         (ml,) = runs["mlflow"]
         assert ml["mlflow_run_id"] == run.info.run_id and ml["policy"] == "lru"
         assert ml["run"] is not None and ml["run"].startswith("mlartifacts/")
         assert [r["run"] for r in runs["local"] if r["run"] == "local-run"] == ["local-run"]
-        with urllib.request.urlopen(f"{url}/api/summary?run={ml['run']}", timeout=60) as r:
+        req = urllib.request.Request(f"{url}/api/summary?run={ml['run']}", headers=token)
+        with urllib.request.urlopen(req, timeout=60) as r:
             summary = json.loads(r.read())
         assert summary["identity"]["hit_rate"] == 0.5

@@ -3,6 +3,8 @@ read boundary (only runs under the root), the write token, concurrent feedback, 
 
 from __future__ import annotations
 
+import contextlib
+import http.cookiejar
 import json
 import os
 import shutil
@@ -27,18 +29,48 @@ def sample(tmp_path_factory) -> Path:
     return root
 
 
+#: base URL -> the session cookie the fixture's login got (sent by ``call`` by default)
+SESSIONS: dict[str, str] = {}
+
+
+def login(url: str, state) -> str:
+    """Spend a one-time code as a browser would; the session cookie it set (``name=value``)."""
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    with opener.open(f"{url}/?code={state.new_code()}", timeout=60) as r:
+        assert r.status == 200 and b"memlens-token" in r.read()
+    (cookie,) = [f"{c.name}={c.value}" for c in jar]
+    return cookie
+
+
+@contextlib.contextmanager
+def serving(cfg: UiConfig):
+    """``running(cfg)`` with a session: ``call`` sends its cookie."""
+    with running(cfg) as (url, state):
+        SESSIONS[url] = login(url, state)
+        try:
+            yield url, state
+        finally:
+            SESSIONS.pop(url, None)
+
+
 @pytest.fixture
 def server(sample, tmp_path):
     cfg = UiConfig(root=str(sample), port=0, mlflow_uri=None,
                    feedback_store=str(tmp_path / "fb.db"))  # fmt: skip
-    with running(cfg) as (url, state):
+    with serving(cfg) as (url, state):
         yield url, state
 
 
-def call(url: str, path: str, body=None, token=None, headers=None) -> tuple[int, dict]:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url + path, data=data, method="POST" if data else "GET")
+def call(url: str, path: str, body=None, token=None, headers=None,
+         cookie: bool = True) -> tuple[int, dict]:  # fmt: skip
+    """(status, JSON answer) of one request; ``body`` (bytes or JSON) makes it a POST."""
+    raw = body if isinstance(body, bytes) else None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url + path, data=raw,
+                                 method="GET" if raw is None else "POST")  # fmt: skip
     req.add_header("Content-Type", "application/json")
+    if cookie and url in SESSIONS:
+        req.add_header("Cookie", SESSIONS[url])
     if token:
         req.add_header("X-MemLens-Token", token)
     for k, v in (headers or {}).items():
@@ -120,7 +152,7 @@ def test_symlinks_out_of_the_root_are_refused(sample, tmp_path):
     os.symlink(outside / "lru" / "events.parquet", sample / "half" / "events.parquet")
     cfg = UiConfig(root=str(sample), port=0, mlflow_uri=None, feedback_store=str(tmp_path / "f"))
     try:
-        with running(cfg) as (url, _):
+        with serving(cfg) as (url, _):
             for name in ("linked", "half"):
                 status, d = call(url, f"/api/timeline?run={name}")
                 assert status in (400, 404) and "outside the root" in d["error"]
@@ -181,7 +213,10 @@ def test_what_if_pin_gives_the_hand_computed_delta(server):
 
 @pytest.mark.parametrize("arg, word", [("port=70000", "port"), ("root=/no/such/folder", "root"),
                                        ("colour=blue", "colour"), ("host=", "host"),
-                                       ("feedback_store=/no/such/dir/x.db", "feedback_store")])  # fmt: skip
+                                       ("feedback_store=/no/such/dir/x.db", "feedback_store"),
+                                       ("max_body_bytes=10", "max_body_bytes"),
+                                       ("allowed_hosts=[a/b]", "allowed_hosts"),
+                                       ("trace_roots=[/no/such]", "trace_roots")])  # fmt: skip
 def test_bad_settings_exit_2(arg, word, tmp_path):
     (tmp_path / "outputs").mkdir()  # the default root exists: only `arg` is wrong
     proc = subprocess.run([sys.executable, "-m", "memlens", "ui", arg], capture_output=True,

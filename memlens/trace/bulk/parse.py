@@ -95,6 +95,7 @@ from memlens.trace.limits import (
     TARGET_FIELDS,
     VERSIONS,
     WRITE_FIELDS,
+    TraceLimits,
     depth_error,
     finite_number,
 )
@@ -209,7 +210,8 @@ _GIVE_UP = (
 )
 
 
-def load_fast(path: str | os.PathLike, max_line_bytes: int | None = None) -> Trace | None:
+def load_fast(path: str | os.PathLike, max_line_bytes: int | None = None,
+              limits: TraceLimits | None = None) -> Trace | None:  # fmt: skip
     """The trace at ``path``, or ``None`` when the exact parser must decide (see the module
     docstring: ``None`` for every invalid input, and for a few valid forms)."""
     # (read at call time, like the exact parser: tests and users may change these settings)
@@ -220,7 +222,7 @@ def load_fast(path: str | os.PathLike, max_line_bytes: int | None = None) -> Tra
     gc.disable()
     sys.setswitchinterval(SWITCH_INTERVAL)
     try:
-        return parse_fast(path, limit)
+        return parse_fast(path, limit, limits)
     except _GIVE_UP:
         return None
     finally:
@@ -229,13 +231,15 @@ def load_fast(path: str | os.PathLike, max_line_bytes: int | None = None) -> Tra
             gc.enable()
 
 
-def parse_fast(path: str | os.PathLike, limit: int | None = None) -> Trace:
-    """The trace at ``path``; raises (:data:`_GIVE_UP`) instead of naming any problem."""
+def parse_fast(path: str | os.PathLike, limit: int | None = None,
+               limits: TraceLimits | None = None) -> Trace:  # fmt: skip
+    """The trace at ``path``; raises (:data:`_GIVE_UP`) instead of naming any problem (a
+    decompression ratio past ``limits`` too: the exact parser names it)."""
     limit = trace_lines.MAX_LINE_BYTES if limit is None else limit
     digest = hashlib.sha256()
     columns = _Columns(limits.SPILL_BYTES)  # read at call time (tests lower it)
     line = 1
-    reader = _ReadAhead(path)
+    reader = _ReadAhead(path, limits or TraceLimits())
     scanner = os.path.getsize(path) >= SCAN_MIN_BYTES
     scans = _ScanAhead(_line_blocks(reader, limit), limit, scanner)
     try:
@@ -369,14 +373,18 @@ class _ReadAhead(_Ahead):
     spare core the reading costs the parser little.  (The hashing is done by the parser
     itself, between blocks: the scanner thread shares the spare core with this one.)"""
 
-    def __init__(self, path: str | os.PathLike):
-        self.path = path
+    def __init__(self, path: str | os.PathLike, limits: TraceLimits):
+        self.path, self.limits = path, limits
         super().__init__("trace-read-ahead", 2)
 
     def _produce(self) -> None:
+        produced = 0
         with _open_decompressed(self.path) as fh:
             while not self._stop.is_set():
                 block = fh.read(BLOCK_BYTES)
+                produced += len(block)
+                if trace_lines.ratio_error(fh, produced, self.limits) is not None:
+                    raise Unsupported  # (the exact parser names the line)
                 if not block or not self._put(block):
                     return
 
