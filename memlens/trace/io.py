@@ -38,7 +38,7 @@ import orjson
 
 from memlens._util.atomic import atomic_path
 from memlens._util.malloc import fix_mmap_threshold, release_free_memory
-from memlens.trace import limits
+from memlens.trace import limits as trace_limits
 from memlens.trace.idtable import IdTable
 from memlens.trace.limits import (
     ALTERNATIVES_VERSION,
@@ -475,7 +475,7 @@ def load_trace_exact(path: str | os.PathLike, max_line_bytes: int | None = None,
     source = str(path)
     check_trace_file(path)
     fix_mmap_threshold()
-    builder = _Builder(source, limits.SPILL_BYTES)
+    builder = _Builder(source, trace_limits.SPILL_BYTES)
     digest = hashlib.sha256()
     update = digest.update
     for line_no, raw in read_lines(path, max_line_bytes, limits):
@@ -495,7 +495,7 @@ def load_trace_exact(path: str | os.PathLike, max_line_bytes: int | None = None,
 
 def trace_from_events(events: Iterable[dict], source: str = "<events>") -> Trace:
     """Build a trace from event dicts (tests, generators), with the same validation as files."""
-    builder = _Builder(source, limits.SPILL_BYTES)
+    builder = _Builder(source, trace_limits.SPILL_BYTES)
     digest = hashlib.sha256()
     for line_no, obj in enumerate(events, start=1):
         check_depth(source, line_no, None, obj)

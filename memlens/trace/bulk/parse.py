@@ -81,7 +81,7 @@ import msgspec
 import numpy as np
 import orjson
 
-from memlens.trace import limits
+from memlens.trace import limits as trace_limits
 from memlens.trace import lines as trace_lines
 from memlens.trace.bulk import rules as trace_rules
 from memlens.trace.bulk import scan as json_scan
@@ -237,7 +237,7 @@ def parse_fast(path: str | os.PathLike, limit: int | None = None,
     decompression ratio past ``limits`` too: the exact parser names it)."""
     limit = trace_lines.MAX_LINE_BYTES if limit is None else limit
     digest = hashlib.sha256()
-    columns = _Columns(limits.SPILL_BYTES)  # read at call time (tests lower it)
+    columns = _Columns(trace_limits.SPILL_BYTES)  # read at call time (tests lower it)
     line = 1
     reader = _ReadAhead(path, limits or TraceLimits())
     scanner = os.path.getsize(path) >= SCAN_MIN_BYTES
