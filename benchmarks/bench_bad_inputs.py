@@ -14,6 +14,17 @@ Each case runs the installed ``memlens`` in a fresh, empty working directory (it
 
 Prints the cases tried, how many were handled (exit 2 and one line, nothing created) and the
 failures by name with what went wrong.
+
+Issue 33's cases are the groups ``models`` (crafted LightGBM models), ``runs`` (the newline
+bomb, run folders that cannot hold a run, the smaller cases) and ``ui`` (HTTP requests to a
+``memlens ui`` started for them: the what-if's code execution, DNS rebinding, the token, 500s,
+body size, files outside the root).  Each case's exit code (HTTP status for ``ui``) and first
+line are recorded, so the same cases run against another checkout give a before/after table::
+
+    .venv/bin/python benchmarks/bench_bad_inputs.py --group issue33 --json after.json
+    .venv/bin/python benchmarks/bench_bad_inputs.py --group issue33 --json before.json \\
+        --memlens /path/to/old/.venv/bin/memlens
+    .venv/bin/python benchmarks/bench_bad_inputs.py --table before.json after.json
 """
 
 from __future__ import annotations
@@ -24,6 +35,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -41,9 +53,13 @@ TIMEOUT_S = 60
 @dataclass
 class Case:
     name: str
-    argv: list[str]  # after `memlens`; {F} is replaced by the fixture folder
+    argv: list[str]  # after `memlens`; {F} is the fixture folder, {W} the working folder
     mention: str  # the setting or file the error line must mention
     existing: str | None = None  # a file created in the working dir first (must stay as is)
+    env: dict | None = None  # extra environment ({F}, {W} replaced)
+    timeout: float = TIMEOUT_S
+    mount: str | None = None  # "ro" or "full": a tmpfs mounted at {W}/disk first (root only)
+    cleans_root: bool = False  # remove the run files a case wrote into / (an old checkout did)
 
 
 # ------------------------------------------------------------------------- fixtures
@@ -413,8 +429,155 @@ DATA = [
 ]
 
 
+# ------------------------------------------------------- issue 33: models, run folders
+def _crafted_models(folder: Path) -> None:
+    """The bundled model with the issue's same-length edits, each with a sidecar whose
+    ``model_sha256`` is that of the edited text (``sha``) or absent (``nosha``: the issue's
+    "an edited model is not noticed")."""
+    src = ROOT / "memlens" / "models" / "default_learned"
+    text = src.with_suffix(".txt").read_text()
+    meta = json.loads(src.with_suffix(".json").read_text())
+    edits = {
+        "cycle": ("left_child=3 2 6 -1", "left_child=0 2 6 -1"),
+        "feature9999": ("split_feature=10 22 1 10 16 22", "split_feature=10 22 1 9999 1 2"),
+        # (the first threshold made nan, the second written with zeros: the same length)
+        "nanthreshold": ("threshold=0.78202600845996517 0.65562375515179283",
+                         "threshold=nan 0.655623755151792830000000000000000"),
+        "edited": ("shrinkage=1\n", "shrinkage=2\n"),
+    }  # fmt: skip
+    for name, (old, new) in edits.items():
+        assert old in text and len(old) == len(new), name
+        edited = text.replace(old, new, 1)
+        for kind in ("sha", "nosha"):
+            side = {k: v for k, v in meta.items() if k != "model_sha256"}
+            if kind == "sha":
+                side["model_sha256"] = hashlib.sha256(edited.encode()).hexdigest()
+            (folder / f"{name}_{kind}.txt").write_text(edited)
+            (folder / f"{name}_{kind}.json").write_text(json.dumps(side))
+
+
+def _newline_bomb(path: Path, mebibytes: int = 4096) -> None:
+    """A header, then 4 GiB of newlines in about 4.3 MB (concatenated gzip members)."""
+    member = gzip.compress(b"\n" * (1 << 20), mtime=0)
+    with open(path, "wb") as f:
+        f.write(gzip.compress(json.dumps(HEADER).encode() + b"\n", mtime=0))
+        for _ in range(mebibytes):
+            f.write(member)
+
+
+def make_issue33_fixtures(folder: Path) -> None:
+    _crafted_models(folder)
+    _newline_bomb(folder / "bomb.jsonl.gz")
+    (folder / "a[1].jsonl").write_bytes(_jsonl(HEADER, W1, R1))
+    (folder / "sub").mkdir(exist_ok=True)
+    (folder / "sub" / "good.jsonl").write_bytes(_jsonl(HEADER, W1, R1))
+
+
+def model(name: str, file: str) -> Case:
+    return sim(f"policy.model: {name}", f"policy=learned policy.model={{F}}/{file}.txt", file)
+
+
+MODELS = [
+    model("a cycle (left_child=0), checksum matching", "cycle_sha"),
+    model("a cycle (left_child=0), no checksum", "cycle_nosha"),
+    model("split_feature=9999, checksum matching", "feature9999_sha"),
+    model("split_feature=9999, no checksum", "feature9999_nosha"),
+    model("threshold=nan, checksum matching", "nanthreshold_sha"),
+    model("an edited model, no checksum", "edited_nosha"),
+]
+
+RUNS = [
+    Case(
+        "simulate trace: 4 GiB of newlines in 4 MB of gzip",
+        ["simulate", "trace={F}/bomb.jsonl.gz"],
+        "bomb.jsonl.gz",
+        timeout=150,
+    ),  # fmt: skip
+    Case(
+        "data stats trace: 4 GiB of newlines in 4 MB of gzip",
+        ["data", "stats", "trace={F}/bomb.jsonl.gz"],
+        "bomb.jsonl.gz",
+        timeout=150,
+    ),  # fmt: skip
+    Case(
+        "simulate hydra.run.dir=an existing file",
+        ["simulate", "hydra.run.dir=existing"],
+        "hydra.run.dir",
+        existing="existing",
+    ),  # fmt: skip
+    Case(
+        "simulate hydra.run.dir=under a file",
+        ["simulate", "hydra.run.dir=existing/run"],
+        "hydra.run.dir",
+        existing="existing",
+    ),  # fmt: skip
+    Case(
+        "simulate hydra.run.dir=/proc/self/x",
+        ["simulate", "hydra.run.dir=/proc/self/x"],
+        "hydra.run.dir",
+    ),  # fmt: skip
+    Case(
+        "simulate hydra.run.dir=/",
+        ["simulate", "hydra.run.dir=/"],
+        "hydra.run.dir",
+        cleans_root=True,
+    ),  # fmt: skip
+    Case(
+        "simulate hydra.run.dir=a read-only mount",
+        ["simulate", "hydra.run.dir={W}/disk/run"],
+        "hydra.run.dir",
+        mount="ro",
+    ),  # fmt: skip
+    Case(
+        "simulate hydra.run.dir=a full disk (1 MiB tmpfs)",
+        ["simulate", "hydra.run.dir={W}/disk/run", "mlflow.enabled=false"],
+        "hydra.run.dir",
+        mount="full",
+        env={"MEMLENS_CACHE": "{W}-cache"},  # (the caches the replay filled are not run files,
+        # and a failed run is recorded in MLflow by design: both are kept out of this case)
+    ),  # fmt: skip
+    Case(
+        "data generate out=a full disk (1 MiB tmpfs)",
+        ["data", "generate", "out={W}/disk/t.jsonl", "streams=400"],
+        "out",
+        mount="full",
+    ),  # fmt: skip
+    Case(
+        "simulate hydra.run.dir=the trace's folder",
+        ["simulate", "trace={F}/sub/good.jsonl", "hydra.run.dir={F}/sub"],
+        "hydra.run.dir",
+    ),  # fmt: skip
+    cmp(
+        "traces: one trace under two spellings",
+        "policies=[lru] budgets=[512] traces=[{F}/good.jsonl,{F}/sub/../good.jsonl]",
+        "traces",
+    ),
+    Case(
+        "simulate MEMLENS_CACHE=a regular file",
+        ["simulate"],
+        "MEMLENS_CACHE",
+        env={"MEMLENS_CACHE": "{F}/good.jsonl"},
+    ),  # fmt: skip
+    Case(
+        "simulate mlflow.tracking_uri=sqlite:///a folder",
+        ["simulate", "mlflow.tracking_uri=sqlite:///{F}/dir"],
+        "mlflow.tracking_uri",
+        timeout=200,
+    ),  # fmt: skip
+    sim("trace: a path holding [", "trace={F}/a[1].jsonl", "trace="),
+    Case(
+        "simulate --experimental-rerun a pickle",
+        ["simulate", "--experimental-rerun", "{F}/good.jsonl"],
+        "experimental-rerun",
+    ),  # fmt: skip
+]
+
+
 def all_cases() -> list[Case]:
     return ISSUE + BOOLEANS + NUMBERS + NAMES + trace_cases() + DATA
+
+
+GROUPS = {"settings": all_cases, "models": lambda: MODELS, "runs": lambda: RUNS}
 
 
 # --------------------------------------------------------------------------- running
@@ -427,28 +590,85 @@ def snapshot(folder: Path) -> dict[str, str]:
     return out
 
 
-def run_case(case: Case, fixtures: Path) -> tuple[Case, str | None, float]:
-    """(case, what went wrong or None, seconds)."""
+@dataclass
+class Result:
+    case: Case
+    why: str | None  # what went wrong, or None: handled
+    wall: float
+    code: str  # the exit code (HTTP status for ui cases), "timeout" or "skipped"
+    first: str  # the first line of stderr (of the answer for ui cases)
+
+
+def _mount(case: Case, work: Path) -> str | None:
+    """Mount the case's tmpfs at ``work/disk``; why it could not be, or None."""
+    if case.mount is None:
+        return None
+    disk = work / "disk"
+    disk.mkdir()
+    opts = "ro,size=1m" if case.mount == "ro" else "size=1m"
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(disk)],
+                          capture_output=True)  # fmt: skip
+    return None if proc.returncode == 0 else "mounting a tmpfs needs root"
+
+
+#: What a run writes into its folder: removed from / after the case that let an old checkout
+#: write there (``hydra.run.dir=/``).
+ROOT_LEFTOVERS = (".hydra", "simulate.log", "metrics.json", "per_request.parquet",
+                  "moves.parquet", "resolved_config.yaml", "events.parquet", "report.html")  # fmt: skip
+
+
+def _clean_root(existed: set[str]) -> None:
+    """Remove the run files in / that were not there before the case."""
+    for name in set(ROOT_LEFTOVERS) - existed:
+        path = Path("/") / name
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        elif path.exists():
+            path.unlink()
+
+
+def run_case(case: Case, fixtures: Path, memlens: str = MEMLENS) -> Result:
+    """Run one case in a fresh working folder and judge it."""
     work = Path(tempfile.mkdtemp(prefix="bad-input-"))
     try:
         if case.existing:
             (work / case.existing).write_text("precious\n")
+        if (problem := _mount(case, work)) is not None:
+            return Result(case, None, 0.0, "skipped", problem)
         before = snapshot(work)
-        argv = [a.replace("{F}", str(fixtures)) for a in case.argv]
+
+        def fill(a: str) -> str:
+            return a.replace("{F}", str(fixtures)).replace("{W}", str(work))
+
+        argv = [fill(a) for a in case.argv]
         if argv[0] in ("simulate", "compare", "recommend"):  # the case's own settings win
-            argv = [argv[0], f"hydra.run.dir={work / 'run'}",
-                    f"mlflow.tracking_uri=sqlite:///{work / 'mlflow.db'}", *argv[1:]]  # fmt: skip
-        env = {**os.environ, "MEMLENS_CACHE": str(work / "cache"), "PYTHONWARNINGS": "ignore"}
+            own = " ".join(argv)
+            argv = [argv[0], *([] if "hydra.run.dir=" in own else [f"hydra.run.dir={work / 'run'}"]),
+                    *([] if "mlflow.tracking_uri=" in own
+                      else [f"mlflow.tracking_uri=sqlite:///{work / 'mlflow.db'}"]),
+                    *argv[1:]]  # fmt: skip
+        env = {**os.environ, "MEMLENS_CACHE": str(work / "cache"), "PYTHONWARNINGS": "ignore",
+               **{k: fill(v) for k, v in (case.env or {}).items()}}  # fmt: skip
+        in_root = {n for n in ROOT_LEFTOVERS if (Path("/") / n).exists()}
         t0 = time.perf_counter()
         try:
-            proc = subprocess.run([MEMLENS, *argv], cwd=work, env=env, capture_output=True,
-                                  timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)  # fmt: skip
+            proc = subprocess.run([memlens, *argv], cwd=work, env=env, capture_output=True,
+                                  timeout=case.timeout, stdin=subprocess.DEVNULL)  # fmt: skip
         except subprocess.TimeoutExpired:
-            return case, f"timed out after {TIMEOUT_S} s", time.perf_counter() - t0
+            why = f"timed out after {case.timeout:.0f} s"
+            return Result(case, why, time.perf_counter() - t0, "timeout", why)
         wall = time.perf_counter() - t0
-        return case, judge(case, proc, before, snapshot(work)), wall
+        if case.cleans_root:
+            _clean_root(in_root)
+        lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        first = lines[0][:200] if lines else "(no stderr)"
+        why = judge(case, proc, before, snapshot(work))
+        return Result(case, why, wall, str(proc.returncode), first)
     finally:
+        if case.mount is not None:
+            subprocess.run(["umount", str(work / "disk")], capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(f"{work}-cache", ignore_errors=True)
 
 
 def judge(case: Case, proc, before: dict, after: dict) -> str | None:
@@ -473,12 +693,274 @@ def judge(case: Case, proc, before: dict, after: dict) -> str | None:
     return None
 
 
+# ------------------------------------------------------------------ issue 33: the page
+@dataclass
+class Page:
+    """A ``memlens ui`` subprocess on a free port, and how to talk to it (cookie, token)."""
+
+    proc: subprocess.Popen
+    port: int
+    cookie: str = ""
+    token: str = ""
+
+    def call(self, path: str, method: str = "GET", body: bytes | None = None,
+             headers: dict | None = None, auth: bool = True) -> tuple[int, dict, bytes]:  # fmt: skip
+        """(status, headers, body); ``auth``: send the session cookie and the token."""
+        import http.client
+
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=300)
+        sent = {"Content-Type": "application/json"}
+        if auth and self.cookie:
+            sent["Cookie"] = self.cookie
+        if auth and self.token:
+            sent["X-MemLens-Token"] = self.token
+        sent.update(headers or {})
+        try:
+            conn.request(method, path, body=body, headers=sent)
+            r = conn.getresponse()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+        finally:
+            conn.close()
+
+    def rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_page(memlens: str, root: Path, work: Path) -> Page:
+    """Start ``memlens ui`` and sign in as its printed URL lets one (before issue 33 the page
+    handed its token to whoever asked; now the URL carries a one-time code)."""
+    import re
+
+    port = _free_port()
+    proc = subprocess.Popen([memlens, "ui", f"root={root}", f"port={port}", "mlflow_uri=null",
+                             f"feedback_store={work / 'fb.db'}", "prewarm=false"], cwd=work,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    line = proc.stdout.readline()
+    match = re.search(r"http://[^/]+(/\S*)", line)
+    assert match, f"memlens ui printed {line!r}"
+    page = Page(proc, port)
+    for _ in range(300):
+        try:
+            status, headers, body = page.call(match.group(1), auth=False)
+            break
+        except OSError:
+            time.sleep(0.1)
+    if status == 303:  # the code was spent: the session cookie
+        page.cookie = headers["set-cookie"].split(";", 1)[0]
+        status, headers, body = page.call("/")
+    token = re.search(rb'name="memlens-token" content="([^"]+)"', body)
+    page.token = token.group(1).decode() if token else ""
+    return page
+
+
+def make_ui_root(root: Path, outside: Path) -> None:
+    """The page's hand-made runs plus the issue's hostile folders (``memlens.ui.sample``)."""
+    from omegaconf import OmegaConf
+
+    from memlens.ui.sample import make_sample_runs
+
+    make_sample_runs(root)
+    make_sample_runs(outside)
+
+    def clone(name: str) -> Path:
+        shutil.copytree(root / "lru", root / name)
+        return root / name
+
+    evil = clone("evil") / "resolved_config.yaml"
+    cfg = OmegaConf.load(evil)
+    cfg.policy = {"_target_": "subprocess.Popen", "args": f"touch {root.parent / 'PWNED'}",
+                  "shell": True}  # fmt: skip
+    OmegaConf.save(cfg, evil)
+    (clone("garbage") / "events.parquet").write_bytes(b"PAR1 not parquet " * 64)
+    (clone("shape") / "metrics.json").write_text('{"trace":"notadict","overall":5}')
+    linked = clone("linked") / "metrics.json"
+    linked.unlink()
+    os.symlink(outside / "lru" / "metrics.json", linked)
+    far = clone("far") / "metrics.json"
+    metrics = json.loads(far.read_text())
+    metrics["trace"]["path"] = str(outside / "trace.jsonl")
+    far.write_text(json.dumps(metrics))
+
+
+def _first(body: bytes) -> str:
+    text = body.decode("utf-8", "replace").strip()
+    return (text.splitlines() or ["(empty)"])[0][:140]
+
+
+def ui_cases(page: Page, root: Path, note_mb: int) -> list[tuple[str, str, str, bool]]:
+    """(case, status, first line, handled) of every page case of the issue."""
+    evil_host = {"Host": f"evil.example:{page.port}"}
+    rebound = {**evil_host, "Origin": f"http://evil.example:{page.port}"}
+    pin = json.dumps({"run": "lru", "item_id": "a", "action": "pin"}).encode()
+    note = json.dumps({"run": "lru", "item_id": "a", "action": "annotate",
+                       "note": "x" * (note_mb << 20)}).encode()  # fmt: skip
+    out = []
+
+    def case(name: str, answer, handled, extra: str = "") -> None:
+        status, _, body = answer
+        out.append((name, str(status), (_first(body) + extra)[:200], handled(status, body)))
+
+    marker = root.parent / "PWNED"
+    answer = page.call("/api/whatif", "POST", b'{"run": "evil"}')
+    time.sleep(1)  # (a process it started would have touched the marker by now)
+    case("ui what-if of a run folder naming subprocess.Popen", answer,
+         lambda st, b: st < 500 and st != 200 and not marker.exists(),
+         f" [process started: {'YES' if marker.exists() else 'no'}]")  # fmt: skip
+    answer = page.call("/", headers=evil_host, auth=False)
+    case("ui GET / with Host: evil.example (DNS rebinding)", answer,
+         lambda st, b: st in (403, 421) and b"memlens-token" not in b,
+         f" [token in the answer: {'YES' if b'memlens-token' in answer[2] else 'no'}]")  # fmt: skip
+    case(
+        "ui POST /api/feedback rebound (Host and Origin evil.example, token)",
+        page.call("/api/feedback", "POST", pin, headers=rebound),
+        lambda st, b: st in (403, 421),
+    )
+    answer = page.call("/", auth=False)
+    case("ui GET / without a session: the token handed out", answer,
+         lambda st, b: b"memlens-token" not in b,
+         f" [token in the answer: {'YES' if b'memlens-token' in answer[2] else 'no'}]")  # fmt: skip
+    for name in (".", "./"):
+        case(f"ui GET /api/summary?run={name}", page.call(f"/api/summary?run={name}"),
+             lambda st, b: 400 <= st < 500)  # fmt: skip
+    case("ui POST a body of 100,000 '['", page.call("/api/feedback", "POST", b"[" * 100_000),
+         lambda st, b: 400 <= st < 500)  # fmt: skip
+    case("ui GET /api/summary of a garbage events.parquet", page.call("/api/summary?run=garbage"),
+         lambda st, b: 400 <= st < 500)  # fmt: skip
+    answer = page.call("/api/runs")
+    listed = answer[0] == 200 and b'"run":"lru"' in answer[2]
+    case(
+        "ui GET /api/runs with one wrongly shaped metrics.json",
+        answer,
+        lambda st, b: listed,
+        f" [other runs listed: {'yes' if listed else 'NO'}]",
+    )
+    before = page.rss_mb()
+    answer = page.call("/api/feedback", "POST", note)
+    case(
+        f"ui POST a {note_mb} MB note",
+        answer,
+        lambda st, b: st == 413,
+        f" [server RSS {before:.0f} -> {page.rss_mb():.0f} MB]",
+    )
+    case("ui GET /api/summary of a metrics.json symlinked out of the root",
+         page.call("/api/summary?run=linked"), lambda st, b: 400 <= st < 500)  # fmt: skip
+    case(
+        "ui what-if of a run whose trace lies outside the root",
+        page.call("/api/whatif", "POST", b'{"run": "far"}'),
+        lambda st, b: 400 <= st < 500,
+    )
+    return out
+
+
+def run_ui(memlens: str, note_mb: int) -> list[Result]:
+    """The page cases, against a ``memlens ui`` started for them."""
+    with tempfile.TemporaryDirectory(prefix="bad-input-ui-") as tmp:
+        work = Path(tmp)
+        # the runs are made by the memlens under test (its own resolved_config.yaml format)
+        python = Path(memlens).parent / "python"
+        subprocess.run([str(python), __file__, "--make-ui-root", str(work)], check=True,
+                       env={**os.environ, "MEMLENS_CACHE": str(work / "cache")})  # fmt: skip
+        page = start_page(memlens, work / "runs", work)
+        try:
+            t0 = time.perf_counter()
+            rows = ui_cases(page, work / "runs", note_mb)
+            wall = (time.perf_counter() - t0) / max(len(rows), 1)
+        finally:
+            page.proc.terminate()
+            page.proc.wait(timeout=30)
+    return [Result(Case(name, [], ""), None if ok else "not handled", wall, code, first)
+            for name, code, first, ok in rows]  # fmt: skip
+
+
+def run_sigterm(memlens: str) -> Result:
+    """The issue's last case: a compare stopped by SIGTERM must leave no dated folder."""
+    with tempfile.TemporaryDirectory(prefix="bad-input-term-") as tmp:
+        work = Path(tmp)
+        env = {**os.environ, "MEMLENS_CACHE": str(work / "cache"), "PYTHONWARNINGS": "ignore"}
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([memlens, "compare", "policies=[lru,rule,memorybank]",
+                                 "budgets=[256,512,1024]", "mlflow.enabled=false", "n_jobs=1",
+                                 "resume=false"], cwd=work, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+        while proc.poll() is None and not list((work / "outputs").glob("*/.*.staging.*")):
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+        left = sorted(str(p.relative_to(work)) for p in (work / "outputs").rglob("*")) if (
+            work / "outputs").exists() else []  # fmt: skip
+        first = (err.strip().splitlines() or ["(no stderr)"])[0]
+        shown = f"{first} [left: {', '.join(left) or 'nothing'}]"
+        return Result(Case("compare stopped by SIGTERM", [], ""),
+                      None if not left and proc.returncode == 143 else "left a folder",
+                      time.perf_counter() - t0, str(proc.returncode), shown[:200])  # fmt: skip
+
+
+# ------------------------------------------------------------------ the table
+def write_json(path: str, results: list[Result]) -> None:
+    Path(path).write_text(json.dumps({r.case.name: {"code": r.code, "first": r.first,
+                                                    "handled": r.why is None}
+                                      for r in results}, indent=1) + "\n")  # fmt: skip
+
+
+def print_table(before_path: str, after_path: str) -> None:
+    """A Markdown table of every case: exit code (status) and first line, before and after
+    (the fixture folder shown as ``F/``, a case's working folder as ``W/``)."""
+    import re
+
+    before, after = (json.loads(Path(p).read_text()) for p in (before_path, after_path))
+    print("| case | before | after |\n|---|---|---|")
+    for name, a in after.items():
+        b = before.get(name, {"code": "-", "first": "(not run)"})
+
+        def cell(r: dict) -> str:
+            text = re.sub(r"/tmp/bad-input-fixtures-\w+/", "F/", f"{r['code']}: {r['first']}")
+            text = re.sub(r"/tmp/bad-input-(?:ui-|term-)?\w+/", "W/", text)
+            return text.replace("|", "\\|")
+
+        print(f"| {name} | {cell(b)} | {cell(a)} |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-k", default="", help="run only cases whose name contains this")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--group",
+        default="settings",
+        choices=["settings", "models", "runs", "ui", "issue33", "all"],
+        help="issue33: models, runs and ui (default: settings, the original set)",
+    )
+    parser.add_argument("--memlens", default=MEMLENS, help="the memlens command to test")
+    parser.add_argument("--json", help="write each case's exit code and first line here")
+    parser.add_argument(
+        "--table",
+        nargs=2,
+        metavar=("BEFORE", "AFTER"),
+        help="print the Markdown table of two --json files, run nothing",
+    )
+    parser.add_argument("--note-mb", type=int, default=300, help="ui: the size of the big note")
+    parser.add_argument("--make-ui-root", help=argparse.SUPPRESS)  # (run by the ui group)
     args = parser.parse_args()
-    cases = [c for c in all_cases() if args.k in c.name]
+    if args.make_ui_root:
+        make_ui_root(Path(args.make_ui_root) / "runs", Path(args.make_ui_root) / "outside")
+        return 0
+    if args.table:
+        print_table(*args.table)
+        return 0
+    groups = {"issue33": ["models", "runs", "ui"], "all": ["settings", "models", "runs", "ui"]}
+    chosen = groups.get(args.group, [args.group])
+    cases = [c for g in chosen if g in GROUPS for c in GROUPS[g]() if args.k in c.name]
     names = [c.name for c in cases]
     dupes = {n for n in names if names.count(n) > 1}
     assert not dupes, f"duplicate case names: {dupes}"
@@ -486,25 +968,39 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bad-input-fixtures-") as tmp:
         fixtures = Path(tmp)
         make_fixtures(fixtures)
+        if set(chosen) & {"models", "runs"}:
+            make_issue33_fixtures(fixtures)
         t0 = time.perf_counter()
         with ThreadPoolExecutor(args.workers) as pool:
-            results = list(pool.map(lambda c: run_case(c, fixtures), cases))
+            results = list(pool.map(lambda c: run_case(c, fixtures, args.memlens), cases))
+        if "runs" in chosen and args.k in "compare stopped by SIGTERM":
+            results.append(run_sigterm(args.memlens))
+        if "ui" in chosen:
+            results += [r for r in run_ui(args.memlens, args.note_mb) if args.k in r.case.name]
         wall = time.perf_counter() - t0
-    failures = [(c.name, why) for c, why, _ in results if why is not None]
-    if hashlib.sha256(BUNDLED.read_bytes()).hexdigest() != bundled:
-        failures.append(("bundled default trace", "changed by the run"))
-    slowest = max(results, key=lambda r: r[2])
-    print(f"cases tried: {len(cases)}")
+    report(results, wall, args.workers, bundled)
+    if args.json:
+        write_json(args.json, results)
+    failures = [r for r in results if r.why is not None]
+    return 1 if failures or hashlib.sha256(BUNDLED.read_bytes()).hexdigest() != bundled else 0
+
+
+def report(results: list[Result], wall: float, workers: int, bundled: str) -> None:
+    """The summary: cases tried, handled, the bundled trace, the slowest case, the failures."""
+    failures = [(r.case.name, r.why) for r in results if r.why is not None]
+    unchanged = hashlib.sha256(BUNDLED.read_bytes()).hexdigest() == bundled
+    slowest = max(results, key=lambda r: r.wall)
+    skipped = [r for r in results if r.code == "skipped"]
+    print(f"cases tried: {len(results)}" + (f" ({len(skipped)} skipped: {skipped[0].first})"
+                                            if skipped else ""))  # fmt: skip
     print(f"handled (exit 2, one error line naming the setting or file, nothing created): "
-          f"{len(cases) - len([f for f in failures if f[0] != 'bundled default trace'])}")  # fmt: skip
-    print(f"bundled default trace unchanged: "
-          f"{'yes' if not any(f[0] == 'bundled default trace' for f in failures) else 'NO'}")  # fmt: skip
-    print(f"wall {wall:.0f} s with {args.workers} workers; slowest case "
-          f"{slowest[2]:.1f} s ({slowest[0].name})")  # fmt: skip
+          f"{len(results) - len(failures) - len(skipped)}")  # fmt: skip
+    print(f"bundled default trace unchanged: {'yes' if unchanged else 'NO'}")
+    print(f"wall {wall:.0f} s with {workers} workers; slowest case "
+          f"{slowest.wall:.1f} s ({slowest.case.name})")  # fmt: skip
     print(f"failures: {len(failures)}")
     for name, why in failures:
         print(f"  {name}: {why}")
-    return 1 if failures else 0
 
 
 if __name__ == "__main__":

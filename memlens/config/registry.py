@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from functools import cache
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from memlens.config.store import SettingsError, policy_targets
 
@@ -131,10 +131,3 @@ def check_config(cfg, where: str, overrides: Iterable[str] = ()) -> None:
     for path, _ in _named_classes(rest, "_target_"):
         raise SettingsError(f"{where}: {path}: only the policy is built from a config; "
                             "everything else is chosen by name (no _target_)")  # fmt: skip
-
-
-def plain_config(node) -> dict | list:
-    """A DictConfig/ListConfig as plain containers, interpolations left unresolved."""
-    if isinstance(node, (DictConfig, ListConfig)):
-        return OmegaConf.to_container(node, resolve=False)
-    return node

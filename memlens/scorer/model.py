@@ -31,6 +31,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from memlens.scorer.decision_features import FEATURE_NAMES
+from memlens.scorer.model_text import ModelFormatError, TreeArrays, parse_model
 
 SIDECAR_FORMAT = "memlens-learned-model/1"
 MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
@@ -210,6 +211,19 @@ class CompiledForest:
     leaf_value: np.ndarray
 
     @classmethod
+    def from_trees(cls, trees: list[TreeArrays]) -> CompiledForest:
+        """From the checked trees of ``memlens.scorer.model_text.parse_model`` (the same
+        arrays :meth:`from_dump` builds from LightGBM's dump of the same model)."""
+
+        def cat(key: str, dtype) -> np.ndarray:
+            return np.asarray([v for t in trees for v in getattr(t, key)], dtype)
+
+        return cls(np.asarray([t.root for t in trees], np.int64), cat("feature", np.int64),
+                   cat("threshold", np.float64), cat("left", np.int64), cat("right", np.int64),
+                   cat("default_left", np.bool_), cat("missing", np.int8),
+                   cat("leaf_value", np.float64))  # fmt: skip
+
+    @classmethod
     def from_dump(cls, dump: dict) -> CompiledForest:
         """From ``booster.dump_model()`` (numerical splits only; one tree per iteration)."""
         if dump.get("num_tree_per_iteration", 1) != 1:
@@ -293,14 +307,31 @@ class LearnedModel:
 
     @property
     def forest(self) -> CompiledForest:
+        """The compiled evaluator, built from our own checked parse of the text (LightGBM
+        never reads a model to score it: ``memlens.scorer.model_text``)."""
         if self._forest is None:
-            self._forest = CompiledForest.from_dump(self.booster().dump_model())
+            try:
+                trees = parse_model(self.text, len(FEATURE_NAMES))
+            except ModelFormatError as exc:
+                raise ModelError(f"{self.source}: {exc}") from None
+            self._forest = CompiledForest.from_trees(trees)
         return self._forest
 
+    @property
+    def checked_text(self) -> str:
+        """The part of the text our parse checked: the header and the trees, up to ``end of
+        trees``.  What follows (feature importances, LightGBM's parameters) is never read: a
+        truncated parameters section alone makes LightGBM's loader crash."""
+        self.forest  # noqa: B018 - checked first
+        end = self.text.index("end of trees") + len("end of trees")
+        return self.text[:end] + "\n"
+
     def booster(self):
+        """LightGBM's own reading of the checked part of the model (tests compare the two
+        evaluators; nothing unchecked ever reaches LightGBM)."""
         import lightgbm as lgb
 
-        return lgb.Booster(model_str=self.text)
+        return lgb.Booster(model_str=self.checked_text)
 
     def raw(self, X) -> np.ndarray:
         """Log-odds of "worth keeping" for feature rows ``X`` (the compiled evaluator)."""
@@ -354,30 +385,47 @@ def check_sidecar(meta, where: str) -> dict:
     return meta
 
 
+#: The largest model text and sidecar read (the bundled model is 180 kB).
+MAX_MODEL_BYTES, MAX_SIDECAR_BYTES = 256 << 20, 16 << 20
+
+
+def _read_text(path: Path, limit: int) -> str:
+    """A model file's text, refused when too large or not UTF-8 (a ``ModelError``)."""
+    try:
+        if path.stat().st_size > limit:
+            raise ModelError(f"{path}: larger than {limit >> 20} MiB")
+        return path.read_bytes().decode("utf-8")  # as written: no newline translation
+    except UnicodeDecodeError:
+        raise ModelError(f"{path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise ModelError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+
+
 def _from_files(path: Path) -> LearnedModel:
     side = sidecar_path(path)
     for p in (path, side):
         if not p.is_file():
             raise ModelError(f"{p}: no such model file (a model is NAME.txt plus NAME.json)")
     try:
-        meta = json.loads(side.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ModelError(f"{side}: not JSON ({exc})") from None
-    return _checked(path.read_text(encoding="utf-8"), check_sidecar(meta, str(side)), str(path))
+        meta = json.loads(_read_text(side, MAX_SIDECAR_BYTES))
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise ModelError(f"{side}: not JSON ({str(exc)[:120]})") from None
+    meta = check_sidecar(meta, str(side))
+    return _checked(_read_text(path, MAX_MODEL_BYTES), meta, str(path))
 
 
 def _checked(text: str, meta: dict, where: str) -> LearnedModel:
-    """A model whose text LightGBM can parse and whose hash matches the sidecar's."""
+    """A model whose hash is the sidecar's ``model_sha256`` (required: an edited model is
+    noticed) and whose text passes our own check (``memlens.scorer.model_text``) before
+    anything, LightGBM included, reads it."""
     model = LearnedModel(text, meta, where)
     want = meta.get("model_sha256")
-    if want is not None and want != model.sha256:
+    if not isinstance(want, str):
+        raise ModelError(f"{where}: the sidecar has no field 'model_sha256' (the model's "
+                         "SHA-256, which `memlens train` writes); it is required")  # fmt: skip
+    if want != model.sha256:
         raise ModelError(f"{where}: field 'model_sha256' of the sidecar does not match the model")
-    try:
-        model.forest  # noqa: B018 - parse now, fail here rather than mid-replay
-    except ModelError:
-        raise
-    except Exception as exc:  # LightGBM's parser raises its own error type
-        raise ModelError(f"{where}: LightGBM cannot read the model ({exc})") from None
+    model.forest  # noqa: B018 - parse and check now, fail here rather than mid-replay
     return model
 
 

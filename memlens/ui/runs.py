@@ -1,8 +1,13 @@
 """Which run folders the analytics page may read: only folders under the configured root.
 
 Why a module of its own: this is the UI's security boundary for reads.  A run is named by its
-path relative to the root; a name that is absolute, contains ``..``, or resolves (through
-symlinks) outside the root is refused, whatever the rest of the server does with it.
+path relative to the root (``.``: the root itself); a name that is absolute, contains ``..``,
+or resolves (through symlinks) outside the root is refused, and so is a run file
+(``metrics.json``, ``events.parquet``, ``resolved_config.yaml``) that resolves outside it,
+whatever the rest of the server does with it.  A run folder's files are data: a
+``metrics.json`` that is not shaped like a report is a :class:`RunFileError` (a 4xx), and a
+listing leaves such a folder out, naming it, rather than failing for every run.  Paths a run
+folder names (its trace, a model) are :func:`contained` under the folders the page may read.
 """
 
 from __future__ import annotations

@@ -156,6 +156,8 @@ def host_allowed(state: State, host: str, port: int | None) -> bool:
     """Is ``host`` (a Host header: ``name``, ``name:port`` or ``[v6]:port``) one of the names
     the page answers to, at the port it listens on?  A page on another site that was
     rebound to 127.0.0.1 (DNS rebinding) sends its own name here, and is refused."""
+    if any(c in host for c in "@/\\?#"):  # a Host is a name and a port, nothing more
+        return False
     try:
         parts = urlsplit(f"//{host}")
         name, given = (parts.hostname or "").lower(), parts.port

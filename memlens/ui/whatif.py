@@ -112,6 +112,7 @@ def _settings(folder: Path, root: Path, roots: list[Path]):
     where = f"run {name}: resolved_config.yaml"
     cfg = _load_config(run_file(root, name, "resolved_config.yaml"), where)
     cfg.pop("hydra", None)
+    cfg.pop("trace_limits", None)  # the page's own (default) limits, not the folder's
     check_config(cfg, where)
     for key, value in (("mlflow.enabled", False), ("progress", False), ("events.enabled", False),
                        ("oracle.cache_dir", None), ("embeddings.cache_dir", None)):  # fmt: skip

@@ -96,7 +96,15 @@ def test_a_foreign_host_is_refused_before_anything_is_served(server, path):
     """DNS rebinding: a page on evil.example rebound to 127.0.0.1 sends its own Host."""
     url, state = server
     port = urllib.parse.urlsplit(url).port
-    for host in ("evil.example", f"evil.example:{port}", "127.0.0.1.evil.example", "[::2]"):
+    for host in (
+        "evil.example",
+        f"evil.example:{port}",
+        "127.0.0.1.evil.example",
+        "[::2]",
+        f"evil.example@127.0.0.1:{port}",
+        f"127.0.0.1:{port}/x",
+        "",
+    ):
         status, _, body = request(url, path, headers={"Host": host}, session=session_of(state))
         assert status == 421 and state.token.encode() not in body
 
