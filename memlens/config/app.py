@@ -96,7 +96,9 @@ def parse_error(overrides: list[str]) -> str | None:
         try:
             parser.parse_overrides([text])
         except OverrideParseException:
-            key, _, value = text.partition("=")
+            key, eq, value = text.partition("=")
+            if not eq:
+                return f"{text!r} is not a setting: write key=value (e.g. dataset={text})"
             example = f"{key}=['...']" if value.startswith("[") else f"{key}='{value}'"
             return (f"{key}={value}: Hydra's override grammar cannot read this value; quote a "
                     f"path that holds [ ] , = or spaces ({example})")  # fmt: skip
