@@ -13,14 +13,19 @@ How it is built, and why it costs little:
   working-memory move log (admit, decline, evict, promote) aligned with the tier log
   (demote: short-term cache -> long-term store; compress: an item stored compressed in the
   long-term store), and the retrieval record (retrieve);
-* values come from a :class:`ValueProbe` attached to a scoring policy (one with ``value(item,
-  t)``, the rule scorer, or ``scores(items, t)``, the scan baselines) before the replay: it wraps
-  the policy's methods on the instance and asks the policy for the item's value at inserts,
-  evictions, uses and annotations.  Those policies run on the reference engine anyway; a
-  policy with a compiled kernel (window, LRU) has no values, so its replay is untouched.  The
-  rule scorer gets its own probe (:class:`RuleValueProbe`): its value formula inlined over the
-  stream's state, and no exponential where the item's clock has just restarted (the same
-  floats, bit for bit, tested; `benchmarks/bench_eventlog.py` measures what the log costs);
+* values: for the bundled scoring policies (the rule scorer, MemoryBank, MemoryOS heat: their
+  exact classes) they are computed after the replay, from the trace and the move log, by one
+  compiled pass (:class:`KernelValues`, ``memlens.kernels.values``): nothing wraps the policy,
+  so it replays on its compiled kernel with the full log, and the records are the reference
+  probe's bit for bit (tested per policy).  Any other scoring policy (one with ``value(item,
+  t)``, ``retention`` or ``heat``, or a scan policy's ``scores(items, t)``; a subclass of a
+  bundled one) gets a :class:`ValueProbe` before the replay: it wraps the policy's methods on
+  the instance and asks the policy for the item's value at inserts, evictions, uses and
+  annotations, which a compiled kernel never calls, so that replay runs on the reference
+  engine (``engine=fast`` says so).  A subclass of the rule scorer gets its own probe
+  (:class:`RuleValueProbe`): its value formula inlined over the stream's state, and no
+  exponential where the item's clock has just restarted (the same floats, bit for bit,
+  tested).  ``benchmarks/bench_eventlog.py`` measures what the log costs;
   ``rescore`` rows (a use or an annotation changed a value) can be sampled
   (``events.rescore_sample``), deterministically by (item, event).
 

@@ -11,8 +11,8 @@ types do not depend on the trace's size), in the main process, before the sweep 
 pre-solve starts its workers; the workers then load the kernels from numba's cache.
 
 A stage warmed once leaves a stamp in the kernel cache, keyed by the stage's source files
-(path, size, modification time, as numba keys its own entries), numba's and Python's versions
-and the machine: a later command skips the stage at once and says nothing.  Only a stage
+(path, size, modification time, as numba keys its own entries), the package's folder, numba's
+and Python's versions and the machine: a later command skips the stage at once and says nothing.  Only a stage
 without its stamp is announced, within a moment of the command starting::
 
     compiling kernels for rule, lru, oracle: first run only (cached in ~/.cache/memlens/kernels)
@@ -66,7 +66,10 @@ def tiny_trace():
 def _source_key(sources: tuple[str, ...]) -> str:
     import numba
 
-    h = hashlib.sha256(f"{numba.__version__}\0{sys.version}\0{platform.machine()}".encode())
+    # the package's own path too: numba keys its entries by the source's absolute path, so two
+    # checkouts with the same files and times (git archive sets them) share no entry
+    h = hashlib.sha256(f"{numba.__version__}\0{sys.version}\0{platform.machine()}\0"
+                       f"{PACKAGE}".encode())  # fmt: skip
     for rel in sources:
         root = PACKAGE / rel
         files = sorted(root.rglob("*.py")) if root.is_dir() else [root]
