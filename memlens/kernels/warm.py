@@ -5,7 +5,7 @@ Numba compiles a kernel the first time it is called and caches it on disk
 cores had both sweep workers compile every kernel for themselves, for minutes, with no word
 printed.  So a command first warms the *stages* its jobs need (:func:`stages_for`): the
 replay kernel of each policy that has one, the oracle's compiled parts when the oracle is on,
-the tier replay for ``simulate``, the bulk trace scanner for a trace large enough to use it.
+the tier replay and the event log's values pass for ``simulate``, the bulk trace scanner for a trace large enough to use it.
 Each stage is warmed by calling the real code on a tiny generated trace (a kernel's argument
 types do not depend on the trace's size), in the main process, before the sweep or the oracle
 pre-solve starts its workers; the workers then load the kernels from numba's cache.
@@ -132,6 +132,23 @@ def tiers_stage(policy) -> Stage:
     return Stage("tiers", ("retrieval/tiers.py",), run)
 
 
+def values_stage(policy) -> Stage:
+    """The event log's values pass (``memlens.kernels.values``: one function for the three
+    scoring policies), after a replay of ``policy`` (any)."""
+
+    def run() -> None:
+        import numpy as np
+
+        from memlens.kernels.values import HEAT, records
+        from memlens.simulator import simulate
+
+        trace = tiny_trace()
+        result = simulate(trace, policy, 64, progress=False)
+        records(HEAT, np.ones(4), trace, result, 1.0, length=np.ones(trace.n_items))
+
+    return Stage("event log values", ("kernels/values.py",), run)
+
+
 def reader_stage() -> Stage:
     """The bulk trace reader's compiled scanner (used for traces of ``SCAN_MIN_BYTES`` or more)."""
 
@@ -172,8 +189,8 @@ def stages_for(policies: list, *, demand_fetch: bool, seed: int, oracle: bool,
             out.append(stage)
     if oracle:
         out.append(oracle_stage(demand_fetch))
-    if tiers and policies:
-        out.append(tiers_stage(policies[0]))
+    if tiers and policies:  # simulate: the tier replay and the event log's values
+        out += [tiers_stage(policies[0]), values_stage(policies[0])]
     return out
 
 

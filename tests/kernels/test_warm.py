@@ -107,7 +107,7 @@ def test_the_stages_a_run_needs(tmp_path, monkeypatch):
                              seed=0, oracle=True, traces=[str(small)])  # fmt: skip
     assert [s.label for s in stages] == ["lru", "rule", "oracle"]  # the oracle's kernel: once
     assert [s.label for s in warm.stages_for([LRU()], demand_fetch=False, seed=0, oracle=False,
-                                             tiers=True)] == ["lru", "tiers"]  # fmt: skip
+                                             tiers=True)] == ["lru", "tiers", "event log values"]  # fmt: skip
     monkeypatch.setattr(parse, "SCAN_MIN_BYTES", 2)  # a trace the compiled scanner reads
     labels = [s.label for s in warm.stages_for([], demand_fetch=False, seed=0, oracle=False,
                                                traces=[str(small)])]  # fmt: skip
