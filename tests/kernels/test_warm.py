@@ -134,3 +134,30 @@ def test_every_process_shares_one_kernel_cache(tmp_path):
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["engine"] == "fast" and got["misses"] == 0 and got["hits"] >= 1
     assert Path(got["dir"]) == Path(os.environ["NUMBA_CACHE_DIR"])
+
+
+def _simulate(small_trace, out: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "memlens", "simulate", f"trace={small_trace}",
+                           "policy=lru", "oracle.enabled=false", "mlflow.enabled=false",
+                           f"hydra.run.dir={out}"], capture_output=True, text=True, check=True)  # fmt: skip
+
+
+def test_simulate_announces_a_stage_it_compiles_and_times_it(tmp_path, small_trace):
+    """Off a terminal: the announcement and a line per stage on stderr, the seconds in
+    metrics.json's timing; the next run says nothing and spent nothing."""
+    warm.stamp(warm.kernel_stage(LRU(), False, 0)).unlink(missing_ok=True)
+    first = _simulate(small_trace, tmp_path / "a")
+    lines = first.stderr.splitlines()
+    assert lines[0].startswith("compiling kernels for lru") and "first run only" in lines[0]
+    assert any(line.startswith("  [1/") and line.endswith(" s") for line in lines)
+    timing = json.loads((tmp_path / "a" / "metrics.json").read_text())["timing"]
+    assert timing["compile_s"] > 0
+    second = _simulate(small_trace, tmp_path / "b")
+    assert "compiling kernels" not in second.stderr
+    assert json.loads((tmp_path / "b" / "metrics.json").read_text())["timing"]["compile_s"] == 0
+
+
+def test_cache_warm_takes_no_arguments():
+    proc = subprocess.run([sys.executable, "-m", "memlens", "cache", "warm", "now"],
+                          capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.startswith("error: cache warm takes no arguments")
