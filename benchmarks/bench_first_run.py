@@ -21,7 +21,7 @@ With a revision that has it (and without ``--no-warm``) the scenario starts with
 ``--in-place-kernels DIR`` runs this checkout as it is with the kernel cache ``DIR`` (compiled
 by ``memlens cache warm`` before), every other cache and the home empty: the first run after
 ``make setup`` when compiling the whole set from nothing does not fit the time at hand.
-Every step is one process; its wall time and CPU time (user + system of it and the workers it
+Every step is one process; its wall time, when its first line of stderr came, and CPU time (user + system of it and the workers it
 waited for, from ``os.wait4``) are recorded with the machine's load average: the machine is
 shared, and CPU seconds move less with the load than wall seconds.  Results: one JSON row per
 scenario appended to ``benchmarks/results/first_run.jsonl``; ``first_run.md`` is written from
@@ -36,6 +36,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -55,20 +56,30 @@ def export(rev: str, dest: Path) -> Path:
 
 
 def step(name: str, cmd: list[str], env: dict, cwd: Path) -> dict:
-    """Run one command: wall and CPU seconds; stops the benchmark on failure."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    """Run one command: wall and CPU seconds, and when its first line of stderr came (what a
+    user sees first); stops the benchmark on failure."""
+    lines: list[tuple[float, str]] = []
+    with tempfile.TemporaryFile() as out:
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=err)
+        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.PIPE)
+
+        def read() -> None:
+            for raw in proc.stderr:
+                lines.append((time.perf_counter() - start, raw.decode(errors="replace").rstrip()))
+
+        reader = threading.Thread(target=read)
+        reader.start()
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
-        err.seek(0)
-        stderr = err.read().decode(errors="replace")
+        reader.join()
         if os.waitstatus_to_exitcode(status):
-            raise SystemExit(f"{name}: {' '.join(cmd)} failed:\n{stderr[-4000:]}")
+            tail = "\n".join(text for _, text in lines[-40:])
+            raise SystemExit(f"{name}: {' '.join(cmd)} failed:\n{tail}")
     cpu = usage.ru_utime + usage.ru_stime
     row = {"step": name, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
            "load_avg_1m": round(os.getloadavg()[0], 2),
-           "stderr_head": stderr.strip().splitlines()[:3]}  # fmt: skip
+           "first_stderr_s": round(lines[0][0], 2) if lines else None,
+           "stderr_head": [text for _, text in lines[:3]]}  # fmt: skip
     print(json.dumps(row), flush=True)
     return row
 
@@ -123,15 +134,16 @@ def markdown(rows: list[dict]) -> str:
              "Fresh export of the revision, empty HOME, no cache variables; wall / CPU seconds "
              "per step (CPU: user + system of the process and its workers). The machine is "
              "shared (2 cores): the 1-minute load average is given per step.", "",
-             "| label | scenario | rev | kernel cache | step | wall s | CPU s | load | "
-             "first / second |", "|---|---|---|---|---|---:|---:|---:|---:|"]  # fmt: skip
+             "| label | scenario | rev | kernel cache | step | wall s | CPU s | first line s "
+             "| load | first / second |", "|---|---|---|---|---|---:|---:|---:|---:|---:|"]  # fmt: skip
     for r in rows:
         for i, s in enumerate(r["steps"]):
             ratio = f"{r['first_over_second']}x" if i == len(r["steps"]) - 1 else ""
             cache = r.get("kernel_cache", "empty (under the empty home)")
             lines.append(f"| {r.get('label', '')} | {r['scenario']} | {r['rev']} | {cache} "
                          f"| {s['step']} "
-                         f"| {s['wall_s']} | {s['cpu_s']} | {s['load_avg_1m']} | {ratio} |")  # fmt: skip
+                         f"| {s['wall_s']} | {s['cpu_s']} | {s.get('first_stderr_s', '')} "
+                         f"| {s['load_avg_1m']} | {ratio} |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
