@@ -161,3 +161,31 @@ def test_cache_warm_takes_no_arguments():
     proc = subprocess.run([sys.executable, "-m", "memlens", "cache", "warm", "now"],
                           capture_output=True, text=True)  # fmt: skip
     assert proc.returncode == 2 and proc.stderr.startswith("error: cache warm takes no arguments")
+
+
+def test_a_stage_another_process_holds_is_taken_last_and_not_compiled_twice(cache):
+    """Another process compiling ``rule`` (its lock held here): this one compiles ``lru``
+    first, then waits for ``rule``, finds it stamped and does not run it."""
+    import fcntl
+    import threading
+    import time
+
+    calls, out = [], io.StringIO()
+    rule, lru = fake("rule", calls), fake("lru", calls)
+    lock = cache / warm.LOCKS / warm.stamp(rule).name
+    lock.parent.mkdir(parents=True)
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        worker = threading.Thread(target=warm.warm, args=([rule, lru],), kwargs={"stream": out})
+        worker.start()
+        deadline = time.monotonic() + 60
+        while calls != ["lru"] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert calls == ["lru"]  # the free stage first
+        warm.stamp(rule).parent.mkdir(parents=True, exist_ok=True)
+        warm.stamp(rule).touch()  # the other process finished
+        fcntl.flock(held, fcntl.LOCK_UN)
+    worker.join()
+    assert calls == ["lru"]  # rule was never compiled here
+    text = out.getvalue()
+    assert text.index("[2/2] lru") < text.index("[1/2] rule")
