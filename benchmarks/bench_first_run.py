@@ -119,7 +119,7 @@ def scenario(kind: str, rev: str, work: Path, warm: bool, kernels: str | None = 
         trace = [f"trace={out}"]
     warmed = warm and has_warm(checkout)
     if warmed:
-        steps.append(step("cache warm", [*memlens, "cache", "warm", *trace], env, cwd))
+        steps.append(step("cache warm", [*memlens, "cache", "warm"], env, cwd))
     for n in ("first compare", "second compare"):
         steps.append(step(n, [*memlens, "compare", *trace], env, cwd))
     first, second = steps[-2]["wall_s"], steps[-1]["wall_s"]
