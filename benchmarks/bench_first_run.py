@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 TAU = Path("/work/shared/datasets/tau-bench/gpt-4o-airline.json")
 CONVERSATIONS = 15
+NOTES = "## Notes"  # first_run.md from this heading on is kept when the table is rewritten
 
 
 def export(rev: str, dest: Path) -> Path:
@@ -124,7 +125,7 @@ def scenario(kind: str, rev: str, work: Path, warm: bool, kernels: str | None = 
         steps.append(step(n, [*memlens, "compare", *trace], env, cwd))
     first, second = steps[-2]["wall_s"], steps[-1]["wall_s"]
     return {"scenario": kind, "rev": rev, "warm_step": warmed, "steps": steps,
-            "kernel_cache": kernels or "empty (under the empty home)",
+            "kernel_cache": kernels or "empty",
             "first_over_second": round(first / max(second, 1e-9), 2),
             "nproc": os.cpu_count()}  # fmt: skip
 
@@ -139,7 +140,7 @@ def markdown(rows: list[dict]) -> str:
     for r in rows:
         for i, s in enumerate(r["steps"]):
             ratio = f"{r['first_over_second']}x" if i == len(r["steps"]) - 1 else ""
-            cache = r.get("kernel_cache", "empty (under the empty home)")
+            cache = r.get("kernel_cache", "empty")
             lines.append(f"| {r.get('label', '')} | {r['scenario']} | {r['rev']} | {cache} "
                          f"| {s['step']} "
                          f"| {s['wall_s']} | {s['cpu_s']} | {s.get('first_stderr_s', '')} "
@@ -168,7 +169,10 @@ def main() -> None:
         with log.open("a") as f:
             f.write(json.dumps(row) + "\n")
     rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    (RESULTS / "first_run.md").write_text(markdown(rows))
+    out = RESULTS / "first_run.md"
+    old = out.read_text() if out.exists() else ""
+    notes = old[old.index(NOTES) :] if NOTES in old else ""  # written by hand: kept
+    out.write_text(markdown(rows) + ("\n" + notes if notes else ""))
     print(f"results: {log}, {RESULTS / 'first_run.md'}")
 
 
