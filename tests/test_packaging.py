@@ -39,7 +39,9 @@ def _folders_to_ship(repo: Path) -> tuple[set[str], set[str]]:
 def test_every_folder_is_listed_in_pyproject(repo):
     listed = set(_setuptools_conf(repo)["packages"])
     code, data = _folders_to_ship(repo)
-    assert code | data == listed, f"missing: {(code | data) - listed}, stale: {listed - code - data}"
+    assert code | data == listed, (
+        f"missing: {(code | data) - listed}, stale: {listed - code - data}"
+    )
     assert all(name == "memlens" or name.startswith("memlens.") for name in listed)
 
 
