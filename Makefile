@@ -13,7 +13,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# compile the kernels once, here, into the kernel cache (a second time: a line, at once)
 setup: $(STAMP)
+	$(VENV)/bin/memlens cache warm
 
 run: setup
 	$(VENV)/bin/memlens compare

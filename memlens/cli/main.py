@@ -26,7 +26,7 @@ commands:
              (reference=lru: paired differences to lru, with intervals)
   recommend  compare, then the cheapest policy x budget whose metric reaches target=T
   data       trace tools: generate, convert, stats  (memlens data --help)
-  cache      the caches: info, clear [KIND]  (memlens cache --help)
+  cache      the caches: info, clear [KIND], warm  (memlens cache --help)
   feedback   feedback store: import-trace, simulate, show, apply  (memlens feedback --help)
   train      a model for policy=learned from a split (split=taubench label.kind=hindsight)
   tune       Optuna over a policy's constants on a split (hparams_search=rule split=locomo

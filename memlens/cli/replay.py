@@ -71,7 +71,7 @@ def check_simulate(cfg: DictConfig) -> Callable[[], None]:
                             "oracle.enabled=false turns the oracle off: set oracle.enabled=true")  # fmt: skip
     check_engine(settings, {getattr(policy, "name", type(policy).__name__): policy})
     check_files(settings, [settings.trace])
-    return trace_loader(settings, [settings.trace])
+    return trace_loader(settings, [settings.trace], [policy], tiers=True)
 
 
 _POLICY_CONFIGS: dict[tuple[str, tuple[str, ...]], object] = {}
@@ -134,7 +134,7 @@ def check_jobs(settings: CompareConfig, names: list[str]) -> Callable[[], None]:
     check_reference(settings.reference, names)
     traces = settings.traces or [settings.trace]
     check_files(settings, traces)
-    return trace_loader(settings, traces)
+    return trace_loader(settings, traces, list(policies.values()))
 
 
 def check_compare(cfg: DictConfig) -> Callable[[], None]:

@@ -133,8 +133,17 @@ def replay(settings: RunConfig, trace: Trace, record_values: bool = False) -> Re
 def analyze_metrics(run: Replay) -> Section:
     m = compute_metrics(run.trace, run.result, price_per_mtok=run.settings.price_per_mtok,
                         retrieval=run.retrieval, costs=run.settings.costs)  # fmt: skip
-    return Section("", overall=m["overall"], streams=m["streams"], timing=m["timing"],
+    timing = {**m["timing"], "compile_s": job_compile_s(run.policy, run.settings)}
+    return Section("", overall=m["overall"], streams=m["streams"], timing=timing,
                    stream_parts=m["stream_parts"])  # fmt: skip
+
+
+def job_compile_s(policy, settings: CommonConfig) -> float:
+    """What this process spent compiling the kernels of a job of ``policy`` before the work
+    began (``memlens.kernels.warm``; a sweep's main process fills it in for its workers)."""
+    from memlens.kernels.warm import compile_seconds, stage_labels
+
+    return round(compile_seconds(stage_labels(policy, settings.oracle.enabled)), 3)
 
 
 def analyze_oracle(run: Replay) -> Section:
