@@ -259,11 +259,37 @@ def static_value(
            float(cost_boost))  # fmt: skip
     cache = trace.__dict__.setdefault(_STATIC_KEY, {})
     if key not in cache:  # every policy x budget job of a sweep asks again: computed once
-        value = per_type[trace.item_type] + content_boost(content_features(trace),
-                                                          **(boosts or {}))  # fmt: skip
-        value += cost_boost * (trace.item_cost > cost_threshold)
+        value = _static(per_type, trace.item_type, content_features(trace), trace.item_cost,
+                        boosts, cost_threshold, cost_boost)  # fmt: skip
         value.flags.writeable = False  # shared by every caller
         if len(cache) >= _STATIC_KEEP:  # a tuner tries many parameter sets: keep the latest
             cache.pop(next(iter(cache)))
         cache[key] = value
     return cache[key]
+
+
+def _static(per_type, types, features, costs, boosts, cost_threshold, cost_boost) -> np.ndarray:
+    """The formula of :func:`static_value`, shared with :func:`static_value_of`."""
+    value = per_type[np.asarray(types, np.int64)] + content_boost(features, **(boosts or {}))
+    value += cost_boost * (np.asarray(costs, np.float64) > cost_threshold)
+    return value
+
+
+def static_value_of(
+    types: Sequence[int],
+    texts: list[str],
+    tokens: Sequence[int],
+    costs: Sequence[float],
+    type_base: dict[str, float] | None = None,
+    boosts: dict[str, float] | None = None,
+    cost_threshold: float = 0.01,
+    cost_boost: float = 0.15,
+) -> np.ndarray:
+    """:func:`static_value` of items given as columns rather than a trace: the live manager's
+    new items (``memlens.live``).  A text's features depend on that text alone, so the values
+    are those the items get in the trace their record loads as, bit for bit."""
+    per_type = type_array(type_base or DEFAULT_TYPE_BASE, "type_base")
+    features = text_features(texts, np.zeros(len(texts), np.int64))
+    features = ContentFeatures(*(getattr(features, k) for k in COUNT_FIELDS),
+                               tokens=np.asarray(tokens, np.int64))  # fmt: skip
+    return _static(per_type, types, features, costs, boosts, cost_threshold, cost_boost)
