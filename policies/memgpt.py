@@ -43,6 +43,7 @@ class MemGPT(Policy):
     def grow(self, columns) -> None:
         """Live use: the new items' tokens (the rest of the state is per resident item)."""
         self._tok.extend(columns.item_tokens[len(self._tok) :])
+
     _summary = 0  # (before the first reset: no summary)
 
     def __init__(

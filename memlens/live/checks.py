@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import orjson
 
-from memlens.trace.limits import MAX_DEPTH, MAX_MAGNITUDE, MAX_TOKENS, depth_error, finite_number, shown
+from memlens.trace.limits import (
+    MAX_DEPTH,
+    MAX_MAGNITUDE,
+    MAX_TOKENS,
+    depth_error,
+    finite_number,
+    shown,
+)
 from memlens.trace.model import TYPE_CODE
 
 

@@ -100,7 +100,9 @@ def make_config(node: dict, budget, demand_fetch=False, seed=0, tokenizer=None,
         typed = resolve(OmegaConf.create(node), schema=policy_schema(get_class(target)))
     except OmegaConfBaseException as exc:
         key = getattr(exc, "full_key", None) or "?"
-        raise ValueError(f"{where}: policy.{key}: {exc.msg if hasattr(exc, 'msg') else exc}") from None
+        raise ValueError(
+            f"{where}: policy.{key}: {exc.msg if hasattr(exc, 'msg') else exc}"
+        ) from None
     except ValueError as exc:
         raise ValueError(f"{where}: policy: {exc}") from None
     _, kwargs = policy_kwargs(typed)
@@ -114,7 +116,9 @@ def make_config(node: dict, budget, demand_fetch=False, seed=0, tokenizer=None,
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"{where}: seed: must be a non-negative integer, got {seed!r}")
     if tokenizer is not None and not isinstance(tokenizer, str):
-        raise ValueError(f"{where}: tokenizer: must be a string such as 'approx', got {tokenizer!r}")
+        raise ValueError(
+            f"{where}: tokenizer: must be a string such as 'approx', got {tokenizer!r}"
+        )
     return LiveConfig(policy, budget, demand_fetch, seed, tokenizer)
 
 

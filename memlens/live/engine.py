@@ -167,8 +167,12 @@ def session_result(state: LiveState, engines: list[StreamEngine], policy: str, b
                    demand_fetch: bool) -> SimResult:  # fmt: skip
     """The live session as a ``SimResult`` (moves in record order), to compare with a replay of
     its record; false evictions are zero: they need the future, which a replay has."""
-    ev = np.concatenate([np.asarray(g.mv_event, np.int64) for g in engines] or [np.zeros(0, np.int64)])
-    it = np.concatenate([np.asarray(g.mv_item, np.int32) for g in engines] or [np.zeros(0, np.int32)])
+    ev = np.concatenate(
+        [np.asarray(g.mv_event, np.int64) for g in engines] or [np.zeros(0, np.int64)]
+    )
+    it = np.concatenate(
+        [np.asarray(g.mv_item, np.int32) for g in engines] or [np.zeros(0, np.int32)]
+    )
     kd = np.concatenate([np.frombuffer(bytes(g.mv_kind), np.int8) for g in engines]
                         or [np.zeros(0, np.int8)])  # fmt: skip
     order = np.argsort(ev, kind="stable")  # one event's moves all come from its stream

@@ -19,8 +19,8 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import orjson
 
@@ -33,9 +33,9 @@ from memlens.simulator import SimResult
 from memlens.trace.model import ANNOTATE, ITEM_TYPES, PIN, REQUEST, UNPIN, WRITE, Trace
 
 
-@dataclass(frozen=True, slots=True)
-class Item:
-    """One item of a context: what to put in the prompt, and why it is there."""
+class Item(NamedTuple):
+    """One item of a context: what to put in the prompt, and why it is there (a named tuple:
+    a context of a few hundred items is built in microseconds)."""
 
     id: str
     text: str
@@ -136,8 +136,15 @@ class MemoryManager:
         self._replayed: dict[int, tuple[int, object]] = {}
 
     # ------------------------------------------------------------ the API
-    def write(self, stream: str, text: str, type: str, tokens: int | None = None,
-              cost: float = 0.0, meta: dict | None = None) -> str:  # noqa: A002
+    def write(
+        self,
+        stream: str,
+        text: str,
+        type: str,
+        tokens: int | None = None,
+        cost: float = 0.0,
+        meta: dict | None = None,
+    ) -> str:  # noqa: A002
         """Record an item the agent wrote; returns its id.  ``tokens``: counted with the
         session's tokenizer when None."""
         self._check_open("write")
@@ -179,8 +186,9 @@ class MemoryManager:
                      float(value(i, t)) if value is not None else None)
                 for i in resident]  # fmt: skip
 
-    def used(self, stream: str, item_ids: Sequence, request_id: str | None = None,
-             text: str = "") -> str:
+    def used(
+        self, stream: str, item_ids: Sequence, request_id: str | None = None, text: str = ""
+    ) -> str:
         """What the step used: each entry an id, or a list of alternative ids (any one served
         it).  Records the request (hits are touched, misses counted, fetched back with
         ``demand_fetch``); returns its id."""

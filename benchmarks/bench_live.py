@@ -1,0 +1,127 @@
+"""Speed of the live memory manager (issue 29), written to results/live.md.
+
+    .venv/bin/python benchmarks/bench_live.py [--items 10000] [--steps 2000] [--reopen-events 1000000]
+
+* Step latency: one stream holds ``--items`` items written through ``MemoryManager.write``
+  (texts and types cycled from a small agent-like set, one ``used`` of two recent items every
+  five writes), recording to a plain ``.jsonl`` in a temporary folder (``fsync="close"``:
+  every event is flushed to the operating system before the call returns).  Then ``--steps``
+  steps are timed one by one, each a ``write`` followed by a ``context``: p50, p99 and max.
+  Budget 2048 tokens (what the context holds is a few dozen items); the same at a budget that
+  keeps every item resident is shown too, as the other extreme.
+* Reopen: a record of ``--reopen-events`` events (``generate_simple``, 8 streams, with a live
+  header) opened with ``MemoryManager.reopen``: load, validate and replay it into the live
+  state, best of ``--repeat`` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from memlens._util.atomic import write_text  # noqa: E402
+from memlens.live import MemoryManager  # noqa: E402
+from memlens.live.record import HEADER_KEY  # noqa: E402
+from memlens.trace.generate import generate_simple  # noqa: E402
+from memlens.trace.io import write_trace  # noqa: E402
+
+POLICIES = ("window", "lru", "rule")
+TEXTS = [
+    ("user_input", "Please refund order INV-2024 for Alice; it arrived broken."),
+    ("llm_thought", "I should look the order up first, then check the refund policy."),
+    ("tool_result", "order INV-2024: status delivered, amount 42.50 USD, customer Alice"),
+    ("agent_state", "plan: 1 lookup (done) 2 policy check 3 refund"),
+    ("tool_result", "error: refund API timed out after 30 s"),
+]
+
+
+def fill(manager: MemoryManager, n: int) -> list[str]:
+    """Write ``n`` items into stream ``a``, with a ``used`` of two recent ones every five."""
+    ids: list[str] = []
+    for k in range(n):
+        type_, text = TEXTS[k % len(TEXTS)]
+        ids.append(manager.write("a", f"{text} #{k}", type_, tokens=20 + 7 * (k % 9)))
+        if k % 5 == 4:
+            manager.used("a", ids[-2:])
+    return ids
+
+
+def step_latency(policy: str, items: int, steps: int, budget: int, folder: Path) -> dict:
+    clock = itertools.count()
+    manager = MemoryManager(policy, budget, folder / f"{policy}-{budget}.jsonl",
+                            clock=lambda: float(next(clock)))  # fmt: skip
+    fill(manager, items)
+    lat = np.empty(steps)
+    held = 0
+    for k in range(steps):
+        type_, text = TEXTS[k % len(TEXTS)]
+        t0 = time.perf_counter()
+        manager.write("a", f"{text} step {k}", type_, tokens=20 + 7 * (k % 9))
+        ctx = manager.context("a")
+        lat[k] = time.perf_counter() - t0
+        held = len(ctx)
+    manager.close()
+    us = lat * 1e6
+    return {"policy": policy, "budget": budget, "p50": np.percentile(us, 50),
+            "p99": np.percentile(us, 99), "max": us.max(), "held": held}  # fmt: skip
+
+
+def reopen_time(policy: str, events: int, repeat: int, folder: Path) -> tuple[float, int]:
+    path = folder / f"reopen-{policy}.jsonl"
+    manager = MemoryManager(policy, 4096)  # no record: only its resolved config is wanted
+    header = {HEADER_KEY: manager.config}
+    manager.close()
+    n = write_trace(path, generate_simple(streams=8, events_per_stream=events // 8, seed=3),
+                    header={"version": "1.1", **header})  # fmt: skip
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        manager = MemoryManager.reopen(path)
+        best = min(best, time.perf_counter() - t0)
+        manager.close()
+    return best, n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--items", type=int, default=10_000)
+    ap.add_argument("--steps", type=int, default=2_000)
+    ap.add_argument("--reopen-events", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "live.md"))
+    args = ap.parse_args()
+    lines = ["# Live manager speed (`benchmarks/bench_live.py`)\n",
+             f"Python {platform.python_version()}, {platform.machine()}; one stream holding "
+             f"{args.items:,} written items, then {args.steps:,} timed steps of write + context.\n",
+             "| policy | budget | items in context | p50 us | p99 us | max us |",
+             "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        for budget in (2048, 10**9):
+            for policy in POLICIES:
+                r = step_latency(policy, args.items, args.steps, budget, Path(tmp))
+                row = (f"| {policy} | {budget:,} | {r['held']:,} | {r['p50']:.0f} | "
+                       f"{r['p99']:.0f} | {r['max']:.0f} |")  # fmt: skip
+                print(row, flush=True)
+                lines.append(row)
+        lines += ["", f"Reopen ({args.reopen_events:,}-event record, best of {args.repeat}):", "",
+                  "| policy | events | reopen s |", "|---|---:|---:|"]  # fmt: skip
+        for policy in POLICIES:
+            best, n = reopen_time(policy, args.reopen_events, args.repeat, Path(tmp))
+            row = f"| {policy} | {n:,} | {best:.2f} |"
+            print(row, flush=True)
+            lines.append(row)
+    write_text(Path(args.out), "\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
