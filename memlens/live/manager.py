@@ -134,6 +134,7 @@ class MemoryManager:
         self._engines: list[StreamEngine] = []
         self._events: list[dict] = []  # policies without grow: the session's events
         self._replayed: dict[int, tuple[int, object]] = {}
+        self._fallback = None  # the policy instance those replays reuse
 
     # ------------------------------------------------------------ the API
     def write(
@@ -373,7 +374,9 @@ class MemoryManager:
             from memlens.simulator import _Replay
 
             cfg = self._config
-            replay = _Replay(self._trace(), cfg.build(), cfg.budget, cfg.demand_fetch, None)
+            if self._fallback is None:  # one instance, reset per replay (as a sweep does)
+                self._fallback = cfg.build()
+            replay = _Replay(self._trace(), self._fallback, cfg.budget, cfg.demand_fetch, None)
             replay.run_stream(s, cfg.seed)
             cached = self._replayed[s] = (len(self._events), replay)
         replay = cached[1]

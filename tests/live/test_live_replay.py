@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hydra.utils import get_class
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +27,8 @@ from memlens.simulator import MoveKind
 from memlens.testing import traces, with_alternatives
 
 LIVE = sorted(n for n, target in policy_targets().items() if target not in OFFLINE)
+GROWING = [n for n in LIVE if get_class(policy_targets()[n]).grows]  # the incremental engine
+REPLAYED = [n for n in LIVE if n not in GROWING]  # replayed from the session's events
 FIELDS = (
     "need_hit",
     "context_tokens",
@@ -97,15 +100,9 @@ def run_session(name, events, budget, demand_fetch, split, path):
     return live, seen
 
 
-@pytest.mark.parametrize("name", LIVE)
-@settings(
-    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(events=traces(max_events=30), budget=st.sampled_from([20, 60, 150]),
-       demand_fetch=st.booleans(), alternatives=st.booleans(), split=st.integers(0, 40),
-       seed=st.integers(0, 2**16))  # fmt: skip
-def test_live_session_equals_replay_of_its_record(tmp_path_factory, name, events, budget,
-                                                  demand_fetch, alternatives, split, seed):  # fmt: skip
+def check_session(tmp_path_factory, name, events, budget, demand_fetch, alternatives, split,
+                  seed) -> None:  # fmt: skip
+    """The session equals its record's replays, and each context the replay's residency."""
     if alternatives:
         events = with_alternatives(events, np.random.default_rng(seed))
     path = tmp_path_factory.mktemp("rec") / "session.jsonl"
@@ -126,3 +123,32 @@ def test_live_session_equals_replay_of_its_record(tmp_path_factory, name, events
         s = cols.ev_stream[e]
         mine = {i for i, st_ in enumerate(cols.item_stream) if st_ == s}
         assert context == [cols.item_id[i] for i in resident_after(reference, mine, e)], (e, stream)
+
+
+SESSIONS = dict(events=traces(max_events=30), budget=st.sampled_from([20, 60, 150]),
+                demand_fetch=st.booleans(), alternatives=st.booleans(), split=st.integers(0, 40),
+                seed=st.integers(0, 2**16))  # fmt: skip
+FIXTURE = [HealthCheck.function_scoped_fixture]
+
+
+@pytest.mark.parametrize("name", GROWING)
+@settings(max_examples=12, deadline=None, suppress_health_check=FIXTURE)
+@given(**SESSIONS)
+def test_live_equals_replay_for_policies_that_grow(tmp_path_factory, name, **session):
+    check_session(tmp_path_factory, name, **session)
+
+
+@pytest.mark.parametrize("name", REPLAYED)
+@settings(max_examples=3, deadline=None, suppress_health_check=FIXTURE)
+@given(**SESSIONS)
+def test_live_equals_replay_for_policies_replayed_from_the_record(tmp_path_factory, name,
+                                                                  **session):  # fmt: skip
+    check_session(tmp_path_factory, name, **session)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", LIVE)
+@settings(max_examples=60, deadline=None, suppress_health_check=FIXTURE)
+@given(**SESSIONS)
+def test_live_equals_replay_many_sessions(tmp_path_factory, name, **session):
+    check_session(tmp_path_factory, name, **session)
