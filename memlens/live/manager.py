@@ -29,6 +29,7 @@ from memlens.live.columns import LiveColumns
 from memlens.live.config import LiveConfig, config_file, make_config, registered_node
 from memlens.live.engine import LiveState, StreamEngine, replay_into, session_result
 from memlens.live.record import RecordLog, read_header
+from memlens.retrieval.storage import DocumentStore
 from memlens.simulator import SimResult
 from memlens.trace.model import ANNOTATE, ITEM_TYPES, PIN, REQUEST, UNPIN, WRITE, Trace
 
@@ -51,16 +52,18 @@ class MemoryManager:
     def __init__(self, policy: str = "rule", budget: int = 2048,
                  record: str | os.PathLike | None = None, *, demand_fetch: bool = False,
                  seed: int = 0, tokenizer: str | None = None, fsync: str = "close",
-                 clock: Callable[[], float] = time.time, **policy_params) -> None:  # fmt: skip
+                 clock: Callable[[], float] = time.time, documents: DocumentStore | None = None,
+                 **policy_params) -> None:  # fmt: skip
         config = make_config(registered_node(policy, policy_params), budget, demand_fetch,
                              seed, tokenizer)  # fmt: skip
-        self._open(config, record, fsync, clock, explicit=True)
+        self._open(config, record, fsync, clock, explicit=True, documents=documents)
 
     # ------------------------------------------------------------ opening
     @classmethod
     def from_config(cls, path: str | os.PathLike, record: str | os.PathLike | None = None, *,
                     budget: int | None = None, fsync: str = "close",
-                    clock: Callable[[], float] = time.time, **settings) -> MemoryManager:  # fmt: skip
+                    clock: Callable[[], float] = time.time, documents: DocumentStore | None = None,
+                    **settings) -> MemoryManager:  # fmt: skip
         """A manager running the policy of a tuned policy file (``memlens tune``) or a run's
         ``resolved_config.yaml``; ``budget`` (and ``demand_fetch``, ``seed``, ``tokenizer``)
         override the file's."""
@@ -69,24 +72,30 @@ class MemoryManager:
         if settings:
             raise TypeError(f"from_config: unknown argument {sorted(settings)[0]!r}")
         self = cls.__new__(cls)
-        self._open(config, record, fsync, clock, explicit=True)
+        self._open(config, record, fsync, clock, explicit=True, documents=documents)
         return self
 
     @classmethod
     def reopen(cls, record: str | os.PathLike, *, fsync: str = "close",
-               clock: Callable[[], float] = time.time) -> MemoryManager:  # fmt: skip
+               clock: Callable[[], float] = time.time,
+               documents: DocumentStore | None = None) -> MemoryManager:  # fmt: skip
         """A manager on an existing record, configured by its header."""
         if not Path(record).is_file():
             raise ValueError(f"record: {record}: no such record")
         self = cls.__new__(cls)
         self._open(LiveConfig.from_json(read_header(record), str(record)), record, fsync, clock,
-                   explicit=False)  # fmt: skip
+                   explicit=False, documents=documents)  # fmt: skip
         return self
 
-    def _open(self, config: LiveConfig, record, fsync: str, clock, explicit: bool) -> None:
+    def _open(self, config: LiveConfig, record, fsync: str, clock, explicit: bool,
+              documents: DocumentStore | None) -> None:  # fmt: skip
         from memlens.trace.tokenizer import get_tokenizer
 
+        if documents is not None and not isinstance(documents, DocumentStore):
+            raise ValueError("documents: must implement put, get and delete "
+                             "(memlens.retrieval.storage.DocumentStore)")  # fmt: skip
         self._config, self._clock, self._closed = config, clock, False
+        self._documents = documents
         self._tokenizer = get_tokenizer(config.tokenizer)
         self._grows = bool(config.build().grows)
         self._log = RecordLog(record, fsync) if record is not None else None
@@ -101,6 +110,10 @@ class MemoryManager:
             if self._log is not None:
                 self._log.close()
             raise
+        if documents is not None:  # a restart: the record has every item, the store may not
+            for i, ident in enumerate(self._cols.item_id):
+                if documents.get(ident) is None:
+                    documents.put(ident, self._document(i))
 
     def _resume(self, explicit: bool) -> None:
         """Rebuild the state the record replays to (the record is locked: it cannot move)."""
@@ -167,8 +180,25 @@ class MemoryManager:
         i = self._cols.add_item(ident, s, tokens, code, cost, text)
         self._state.grow_item(i)
         self._item_index[ident] = i
+        if self._documents is not None:
+            self._documents.put(ident, {**self._document(i), "meta": meta})
         self._apply(s, WRITE, i, e)
         return ident
+
+    def document(self, item_id: str) -> dict:
+        """An item's content as stored: text, type, tokens, stream (and meta, from the
+        document store when the manager has one)."""
+        i = self._item(item_id)
+        if self._documents is not None:
+            doc = self._documents.get(item_id)
+            if doc is not None:
+                return doc
+        return self._document(i)
+
+    def _document(self, i: int) -> dict:
+        cols = self._cols
+        return {"text": cols.item_text[i], "type": ITEM_TYPES[cols.item_type[i]],
+                "tokens": cols.item_tokens[i], "stream": self._stream_names[cols.item_stream[i]]}  # fmt: skip
 
     def context(self, stream: str, query: str | None = None) -> list[Item]:
         """What to send to the model now: stream's working memory under the budget, in write

@@ -240,3 +240,19 @@ def test_a_torn_last_line_is_cut_on_reopen(tmp_path):
         assert [i.id for i in m.context("s")] == [a]
         m.write("s", "y", "user_input", tokens=30)
     assert len(load_trace(path).item_id) == 2
+
+
+def test_a_document_store_gets_every_item_and_is_refilled_after_a_restart(tmp_path):
+    from memlens.retrieval.storage import InProcessDocuments, SQLiteDocuments
+
+    path, db = tmp_path / "r.jsonl", tmp_path / "docs.db"
+    with MemoryManager("lru", 100, path, documents=SQLiteDocuments(db)) as m:
+        a = m.write("s", "kept on disk", "tool_result", tokens=5, meta={"tool": "lookup"})
+        assert m.document(a) == {"text": "kept on disk", "type": "tool_result", "tokens": 5,
+                                 "stream": "s", "meta": {"tool": "lookup"}}  # fmt: skip
+    assert SQLiteDocuments(db).get(a)["meta"] == {"tool": "lookup"}
+    fresh = InProcessDocuments()  # a store that lost everything: refilled from the record
+    with MemoryManager.reopen(path, documents=fresh) as m:
+        assert fresh.get(a)["text"] == "kept on disk"
+    with pytest.raises(ValueError, match="documents"):
+        MemoryManager("lru", 100, None, documents={})
