@@ -185,6 +185,10 @@ class MemoryManager:
         self._apply(s, WRITE, i, e)
         return ident
 
+    def count_tokens(self, text: str) -> int:
+        """``text``'s tokens by the session's tokenizer (at least 1: what ``write`` records)."""
+        return max(1, self._tokenizer.count(checks.text(text, "text")))
+
     def document(self, item_id: str) -> dict:
         """An item's content as stored: text, type, tokens, stream (and meta, from the
         document store when the manager has one)."""
