@@ -135,3 +135,15 @@ def test_static_value_of_one_item_is_static_value_bit_for_bit(texts):
         one = static_value_of([int(tr.item_type[k])], [texts[k]], [int(tr.item_tokens[k])],
                               [float(tr.item_cost[k])])  # fmt: skip
         assert one.tobytes() == whole[k : k + 1].tobytes()
+
+
+def test_static_value_of_matches_on_a_trace_large_enough_for_simd_loops():
+    from memlens.testing import random_events
+    from memlens.trace.features import static_value, static_value_of
+
+    tr = trace_from_events(random_events(np.random.default_rng(0), 3000, 3))
+    whole = static_value(tr)
+    for k in range(tr.n_items):
+        one = static_value_of([int(tr.item_type[k])], [tr.item_text[k]], [int(tr.item_tokens[k])],
+                              [float(tr.item_cost[k])])  # fmt: skip
+        assert one.tobytes() == whole[k : k + 1].tobytes(), k
