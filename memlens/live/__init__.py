@@ -7,7 +7,10 @@ trace its replay reproduces (issue 29).
 * the engine (``memlens.live.engine``): the reference replay's handlers, fed event by event;
 * :func:`format_context` / :func:`parse_citations` (``memlens.live.citations``): needs from the
   model's own citations;
-* the storage protocols and their embedded defaults (``memlens.live.storage``).
+* adapters, optional extras: ``memlens.live.openai_agents`` (an OpenAI Agents SDK ``Session``)
+  and ``memlens.live.langchain`` (a LangChain chat history, a LangGraph pre-model hook).
+
+The storage protocols the manager's document store follows are in ``memlens.retrieval.storage``.
 
 May import: ``memlens.config`` and everything below it (the engine, the policies, the trace);
 never ``runs``, ``learn``, ``ui`` or ``cli``.

@@ -103,7 +103,7 @@ class MemoryManager:
             if self._log is not None and self._log.existed:
                 self._resume(explicit)
             else:
-                self._start(Trace_empty())
+                self._start(_empty_trace())
                 if self._log is not None:
                     self._log.write_header(config.to_json())
         except BaseException:
@@ -418,7 +418,7 @@ class MemoryManager:
         return [i for i in self._state.items_of(s) if in_wm[i]], replay.policy
 
 
-def Trace_empty() -> Trace:  # noqa: N802 - reads as a constant
+def _empty_trace() -> Trace:
     """An empty trace: what a new session's policies are reset with."""
     from memlens.trace.io import trace_from_events
 
