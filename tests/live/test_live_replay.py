@@ -6,7 +6,7 @@ log says is resident then.
 
 The sessions are hypothesis-generated traces (``memlens.testing.traces``: every event kind,
 two streams, clocks that stand still and jump), some turned into format 1.1 with alternatives,
-played call by call into a manager; half of them are closed part way and reopened on the
+played call by call into a manager; most are closed at a drawn point and reopened on the
 record, which must rebuild the state exactly.
 """
 
