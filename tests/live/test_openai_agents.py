@@ -19,7 +19,6 @@ from memlens.live import MemoryManager  # noqa: E402
 from memlens.live.openai_agents import MemLensSession, item_type  # noqa: E402
 from memlens.live.replay import replay_record  # noqa: E402
 
-
 set_tracing_disabled(True)  # offline: no trace export is even attempted
 
 
