@@ -11,7 +11,7 @@ The public API, imported lazily so that ``import memlens`` costs nothing until a
 The packages, bottom first (each may import only those below it; CONTRIBUTING.md):
 ``_util`` -> ``trace`` -> engine (``policy``, ``simulator``, ``kernels``, ``retrieval``,
 ``oracle``, ``scorer``) -> ``policies``/``datasets``/``testing``/``checker`` -> ``analyze`` ->
-``config`` -> ``present`` -> ``runs`` -> ``learn`` -> ``ui`` -> ``cli``.
+``config`` -> ``present`` -> ``runs`` -> ``learn`` -> ``live`` -> ``ui`` -> ``cli``.
 """
 
 from __future__ import annotations

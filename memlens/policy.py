@@ -26,6 +26,11 @@ cachetools' ``Cache``:
                                 has already recorded it).  A pinned item must never be returned
                                 by ``victims``.
 ``annotate(item, value, note)`` a person set a value and/or note on an item.
+``grow(columns)``               (live use only, ``grows = True``) the trace grew after ``reset``:
+                                ``memlens.live`` appends events, items and requests as an agent
+                                makes them; extend the per-item and per-event lists the policy
+                                took from ``ctx.trace`` from ``columns`` (module docstring of
+                                ``memlens.live.columns``) before its next call.
 
 ``now`` is always the event index being replayed; the trace time is ``ctx.trace.ev_t[now]``.
 Items and requests are integer indices into the trace's columnar arrays (``memlens.trace.model``).
@@ -193,6 +198,10 @@ class Policy:
     #: Whether the policy can bring items into working memory outside writes, pins and demand
     #: fetch; if so, the oracle's bounds do not apply to it.
     outside_oracle_class: bool = False
+    #: Whether ``grow`` keeps the policy's state valid on a trace that grows after ``reset``
+    #: (the live manager, ``memlens.live``); a policy without it is replayed from its record
+    #: there instead, which is exact but costs time in the session's length.
+    grows: bool = False
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -236,6 +245,9 @@ class Policy:
     def annotate(self, item: int, value: float | None, note: str | None, now: int) -> None:
         pass
 
+    def grow(self, columns) -> None:
+        """Live use (``grows = True``): the trace grew; catch up with ``columns``' lists."""
+
 
 def admits_everything(policy: Policy) -> bool:
     """Whether ``policy.admit`` is the base class's (always yes), so the call can be skipped."""
@@ -245,8 +257,11 @@ def admits_everything(policy: Policy) -> bool:
 class OrderedPolicy(Policy):
     """A policy whose eviction order is a queue (oldest first): FIFO, LRU and friends.
 
-    Pinned items keep their place in the queue and are skipped when choosing victims.
+    Pinned items keep their place in the queue and are skipped when choosing victims.  Its
+    state is only the queue of items it was given, so it grows with a live trace for free.
     """
+
+    grows = True
 
     def reset(self, ctx: PolicyContext) -> None:
         super().reset(ctx)

@@ -249,7 +249,7 @@ class _Replay:
         self.pinned_tok = 0
         self.pins: dict[int, None] = {}  # pinned items, in pin order
         self.n_evicted = self.n_false = 0
-        memory = WorkingMemory(self, self.trace, s, self.in_wm, self.pins)
+        memory = self._memory_view(s)
         self.policy.reset(PolicyContext(trace=self.trace, stream=s, budget=self.budget,
                                         demand_fetch=self.demand_fetch,
                                         rng=np.random.default_rng([seed, s]), memory=memory))  # fmt: skip
@@ -264,6 +264,10 @@ class _Replay:
             EventKind.ANNOTATE: self._annotate_fn(),
         }
         self.handlers = [handlers[k] for k in EventKind]  # indexed by event kind
+
+    def _memory_view(self, s: int) -> WorkingMemory:
+        """The policy's read-only view of stream ``s`` (the live engine's grows with it)."""
+        return WorkingMemory(self, self.trace, s, self.in_wm, self.pins)
 
     def run_stream(self, s: int, seed: int) -> int:
         """Replay stream ``s``; returns its number of events."""
@@ -460,7 +464,7 @@ class _Replay:
         are left; a victim that is pinned or not resident is a :class:`PolicyError`."""
         policy, budget, tokens, in_wm, pins = (
             self.policy, self.budget, self.tokens, self.in_wm, self.pins)  # fmt: skip
-        victims, item_stream, s, n_items = policy.victims, self.item_stream, self.stream, len(in_wm)
+        victims, item_stream, s = policy.victims, self.item_stream, self.stream
         uses_seen, n_uses, (log_event, log_item, log_kind) = self.uses_seen, self.n_uses, self.log
 
         def make_room(now: int) -> None:
@@ -471,7 +475,8 @@ class _Replay:
                     raise PolicyError(f"{policy.name}: working memory is over budget but "
                                       "victims() chose nothing")  # fmt: skip
                 for v in chosen:
-                    if not (0 <= v < n_items and in_wm[v] and item_stream[v] == s) or v in pins:
+                    # len(in_wm), not a constant: the live engine grows in_wm (memlens.live)
+                    if not (0 <= v < len(in_wm) and in_wm[v] and item_stream[v] == s) or v in pins:
                         what = "pinned" if v in pins else "not resident"
                         raise PolicyError(f"{policy.name}: victims() returned item {v}, {what}")
                     in_wm[v] = 0

@@ -17,6 +17,11 @@ from memlens.policy import Policy, PolicyContext, compiled_kernel
 @compiled_kernel("memlens.kernels.lfu:replay")
 class LFU(Policy):
     name = "lfu"
+    grows = True  # live use: ``grow`` extends the token list (memlens.live)
+
+    def grow(self, columns) -> None:
+        """Live use: the new items' tokens (the rest of the state is per resident item)."""
+        self._tok.extend(columns.item_tokens[len(self._tok) :])
 
     def reset(self, ctx: PolicyContext) -> None:
         super().reset(ctx)

@@ -38,6 +38,12 @@ from memlens.policy import Policy, PolicyContext, compiled_kernel
 @compiled_kernel("memlens.kernels.memgpt:replay")
 class MemGPT(Policy):
     name = "memgpt"
+    grows = True  # live use: ``grow`` extends the token list (memlens.live)
+
+    def grow(self, columns) -> None:
+        """Live use: the new items' tokens (the rest of the state is per resident item)."""
+        self._tok.extend(columns.item_tokens[len(self._tok) :])
+
     _summary = 0  # (before the first reset: no summary)
 
     def __init__(

@@ -46,7 +46,7 @@ from heapq import heapify, heappop, heappush
 import numpy as np
 
 from memlens.policy import ADMIT_FETCH, Policy, PolicyContext, compiled_kernel
-from memlens.trace.features import DEFAULT_TYPE_BASE, static_value, type_array
+from memlens.trace.features import DEFAULT_TYPE_BASE, static_value, static_value_of, type_array
 from memlens.trace.model import ITEM_TYPES
 
 ABSENT, ACTIVE, PINNED = 0, 1, 2  # an item's state: whether it has a live heap entry
@@ -58,6 +58,7 @@ TIE_RTOL = 1e-9  # admission: a victim is "worth more" only beyond this relative
 @compiled_kernel("memlens.kernels.rule:replay")
 class RuleScorer(Policy):
     name = "rule"
+    grows = True  # live use: ``grow`` extends the per-item lists (memlens.live)
 
     def __init__(
         self,
@@ -127,6 +128,33 @@ class RuleScorer(Policy):
         self._heaps = [*self._active, self._static]  # by lane: the types, then STATIC
         self._limits = [COMPACT_MIN] * len(self._heaps)  # compact a heap longer than this
         self._bind()
+
+    def grow(self, columns) -> None:
+        """Live use: extend the per-trace and per-stream lists to the grown trace, in place
+        (the closures of ``_bind`` hold these very lists).  New items get the static value the
+        loaded record gives them (``static_value_of``)."""
+        n0, n = len(self._base), len(columns.item_tokens)
+        if n > n0:
+            types = columns.item_type[n0:]
+            base = static_value_of(types, columns.item_text[n0:], columns.item_tokens[n0:],
+                                   columns.item_cost[n0:], self.type_base, self.boosts,
+                                   self.cost_threshold, self.cost_boost)  # fmt: skip
+            self._base.extend(base.tolist())
+            self._log_base.extend(np.log(np.maximum(base, 1e-300)).tolist())
+            self._type.extend(types)
+            self._lam_item.extend(self.lam[ty] for ty in types)
+            self._tok.extend(columns.item_tokens[n0:])
+            k = n - n0
+            self._uses.extend([0] * k)
+            self._anchor.extend([0.0] * k)
+            self._last.extend([0] * k)
+            self._ver.extend([0] * k)
+            self._state.extend(bytes(k))
+        self._t.extend(columns.ev_t[len(self._t) :])
+        ptr = self._needs_ptr
+        if len(ptr) < len(columns.request_items_ptr):
+            ptr.extend(columns.request_items_ptr[len(ptr) :])
+            self._needs.extend(columns.group_items[len(self._needs) :])
 
     # ------------------------------------------------------------ the value
     def value(self, item: int, t: float) -> float:

@@ -59,7 +59,8 @@ def pytest_sessionstart(session) -> None:
         return
     from memlens.cli.cache import warm_all
 
-    warm_all(progress=False)
+    # an xdist worker warms serially: the workers are the parallelism, sharing the stages
+    warm_all(progress=False, jobs=1 if hasattr(session.config, "workerinput") else None)
 
 
 @pytest.fixture

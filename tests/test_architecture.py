@@ -45,6 +45,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("present", ("memlens.present",)),
     ("runs", ("memlens.runs",)),
     ("learn", ("memlens.learn",)),
+    ("live", ("memlens.live",)),
     ("ui", ("memlens.ui",)),
     ("cli", ("memlens.cli", "memlens.__main__", "memlens")),
 ]

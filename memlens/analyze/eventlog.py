@@ -30,7 +30,7 @@ How it is built, and why it costs little:
   (``events.rescore_sample``), deterministically by (item, event).
 
 Row order is replay order: by event, then the trace's own row, hits and misses, rescores,
-then moves in the order they happened.  Columns: see :data:`COLUMNS` and ``docs/ui.md``.
+then moves in the order they happened.  Columns: see :data:`COLUMNS` and ``docs/how-to/debug-in-the-page.md``.
 """
 
 from __future__ import annotations

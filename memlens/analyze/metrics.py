@@ -1,6 +1,6 @@
 """Metrics of a replay: per run, per stream and per request.
 
-Definitions (the README repeats them; tests check each on hand-computed traces):
+Definitions (docs/concepts/metrics.md repeats them; tests check each on hand-computed traces):
 
 ``hit_rate``             needed references present in working memory / all needed references
                          (micro-averaged over requests and streams).

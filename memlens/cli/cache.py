@@ -122,9 +122,10 @@ def clear(kinds: list[str]) -> str:
     return f"removed {files} {noun} ({size_text(nbytes)}) from {cache_root()} ({', '.join(kinds)})"
 
 
-def warm_all(progress: bool | None = None) -> str:
+def warm_all(progress: bool | None = None, jobs: int | None = None) -> str:
     """Compile every stage a run could need (each registered policy's kernel with its default
-    settings, the oracle, the tier replay, the bulk reader); one line saying what was done."""
+    settings, the oracle, the tier replay, the bulk reader), on ``jobs`` processes (None: every
+    core); one line saying what was done."""
     from memlens.cli.replay import composed_policy
     from memlens.config.schema import build_policy
     from memlens.config.store import registered_policies
@@ -133,7 +134,7 @@ def warm_all(progress: bool | None = None) -> str:
     policies = [build_policy(composed_policy(name, [])) for name in registered_policies()]
     stages = [reader_stage(), *stages_for(policies, demand_fetch=False, seed=0, oracle=True,
                                           tiers=True)]  # fmt: skip
-    done = warm(stages, progress)
+    done = warm(stages, progress, jobs=jobs or os.cpu_count() or 1)
     where = kernel_cache_dir()
     if not done:
         return f"every kernel stage ({len(stages)}) is compiled already (in {where})"

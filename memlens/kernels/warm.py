@@ -206,14 +206,17 @@ def _display(stderr) -> bool:
     return bool(getattr(stderr, "isatty", lambda: False)())
 
 
-def warm(stages: list[Stage], progress: bool | None = None, stream=None) -> dict[str, float]:
+def warm(stages: list[Stage], progress: bool | None = None, stream=None,
+         jobs: int = 1) -> dict[str, float]:  # fmt: skip
     """Compile every stage without a stamp; announce it first.  Returns label -> seconds for
-    the stages compiled (or waited for) here, also added to :data:`COMPILE_S`.
+    the stages compiled (or waited for) here, also added to :data:`COMPILE_S`.  ``jobs`` > 1
+    compiles stages side by side in that many processes (numba compiles on one core; the
+    entries it writes to the shared cache are what this process then loads).
 
     Each stage is compiled under its own file lock, so processes warming at once (the
     pytest-xdist workers, two commands started together) compile each stage once between
-    them: a process takes the stages no other holds first, then waits for the others and
-    finds them stamped."""
+    them: serially, a process takes the stages no other holds first, then waits for the
+    others and finds them stamped; side by side, each worker waits for a held stage."""
     stream = stream or sys.stderr
     todo = [s for s in stages if s.label not in COMPILE_S and not stamp(s).exists()]
     if not todo:
@@ -221,6 +224,8 @@ def warm(stages: list[Stage], progress: bool | None = None, stream=None) -> dict
     names = ", ".join(s.label for s in todo)
     print(f"compiling kernels for {names}: first run only (cached in {kernel_cache_dir()})",
           file=stream, flush=True)  # fmt: skip
+    if jobs > 1 and len(todo) > 1:
+        return _warm_side_by_side(todo, min(jobs, len(todo)), stream)
     bar = progress if progress is not None else _display(stream)
     done: dict[str, float] = {}
     start = time.perf_counter()
@@ -269,6 +274,34 @@ def _stage_lock(stage: Stage, blocking: bool) -> Iterator[bool]:
             yield True
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _timed_run(stage: Stage) -> tuple[str, float, str | None]:
+    """(label, seconds, problem) of warming one stage, in whichever process runs it."""
+    t0 = time.perf_counter()
+    with _stage_lock(stage, blocking=True):  # another process compiling it: wait, then skip
+        problem = None if stamp(stage).exists() else _run(stage)
+    return stage.label, time.perf_counter() - t0, problem
+
+
+def _warm_side_by_side(todo: list[Stage], jobs: int, stream) -> dict[str, float]:
+    """:func:`warm` over ``jobs`` worker processes (joblib's loky pickles the stages' closures);
+    a line per stage as each finishes, in the order they finish."""
+    from joblib import Parallel, delayed
+
+    start = time.perf_counter()
+    done: dict[str, float] = {}
+    runs = Parallel(n_jobs=jobs, backend="loky", return_as="generator_unordered")(
+        delayed(_timed_run)(stage) for stage in todo)  # fmt: skip
+    for i, (label, seconds, problem) in enumerate(runs, 1):
+        done[label] = seconds
+        COMPILE_S[label] = COMPILE_S.get(label, 0.0) + seconds
+        print(f"  [{i}/{len(todo)}] {label} ... {seconds:.1f} s" if problem is None else
+              f"  [{i}/{len(todo)}] {label}: not warmed ({problem}): it compiles when first used",
+              file=stream, flush=True)  # fmt: skip
+    print(f"compiled {len(done)} kernel stage(s) on {jobs} processes in "
+          f"{time.perf_counter() - start:.1f} s", file=stream, flush=True)  # fmt: skip
+    return done
 
 
 def _run(stage: Stage) -> str | None:

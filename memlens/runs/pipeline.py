@@ -28,10 +28,12 @@ from pathlib import Path
 
 import numpy as np
 
+from memlens.analyze import oracle_report
 from memlens.analyze.eventlog import attach_probe
 from memlens.analyze.metrics import compute_metrics
-from memlens.analyze import oracle_report
 from memlens.analyze.report import Report, Section, assemble
+from memlens.analyze.stats import intervals
+from memlens.config.schema import CommonConfig, RunConfig, build_policy, policy_kwargs
 from memlens.retrieval.setup import (
     build_retriever,
     live_hook,
@@ -39,13 +41,11 @@ from memlens.retrieval.setup import (
     retrieval_section,
     stored_tokens_saved,
 )
-from memlens.config.schema import CommonConfig, RunConfig, build_policy, policy_kwargs
-from memlens.simulator import SimResult, simulate
-from memlens.analyze.stats import intervals
 from memlens.retrieval.tiers import TIER_NAMES, TierLog, replay_tiers
-from memlens.trace.model import Trace
+from memlens.simulator import SimResult, simulate
 from memlens.trace.cache import load_trace_cached
 from memlens.trace.io import TraceError, check_trace_file
+from memlens.trace.model import Trace
 
 _TRACES: dict[tuple[str, bool], Trace] = {}
 

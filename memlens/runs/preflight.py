@@ -18,6 +18,7 @@ is written:
 from __future__ import annotations
 
 import importlib.util
+import os
 import zlib
 from collections.abc import Callable
 
@@ -99,4 +100,6 @@ def warm_kernels(settings: CommonConfig, policies: list, traces: list[str] = (),
 
     stages = stages_for(policies, demand_fetch=settings.demand_fetch, seed=settings.seed,
                         oracle=settings.oracle.enabled, traces=list(traces), tiers=tiers)  # fmt: skip
-    return warm(stages, settings.progress)
+    n_jobs = getattr(settings, "n_jobs", -1)  # compare's workers; simulate: every core
+    jobs = (os.cpu_count() or 1) if n_jobs == -1 else n_jobs
+    return warm(stages, settings.progress, jobs=jobs)

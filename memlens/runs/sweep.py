@@ -28,10 +28,7 @@ import traceback
 import uuid
 from dataclasses import dataclass, field, fields
 
-from memlens.runs import resume
 from memlens._util.parallel import connect_ray, run_parallel, workers
-from memlens.runs.pipeline import ROW_ANALYZERS, forget_traces, load_trace, run
-from memlens.policy import announce_budgets
 from memlens.analyze.report import Report, git_commit
 from memlens.config.schema import (
     CommonConfig,
@@ -41,6 +38,9 @@ from memlens.config.schema import (
     policy_kwargs,
 )
 from memlens.kernels.warm import COMPILE_S, compile_seconds
+from memlens.policy import announce_budgets
+from memlens.runs import resume
+from memlens.runs.pipeline import ROW_ANALYZERS, forget_traces, load_trace, run
 
 #: Exit code of a sweep whose tables were written but in which some job failed.
 JOB_FAILED_EXIT = 1

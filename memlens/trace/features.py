@@ -259,11 +259,70 @@ def static_value(
            float(cost_boost))  # fmt: skip
     cache = trace.__dict__.setdefault(_STATIC_KEY, {})
     if key not in cache:  # every policy x budget job of a sweep asks again: computed once
-        value = per_type[trace.item_type] + content_boost(content_features(trace),
-                                                          **(boosts or {}))  # fmt: skip
-        value += cost_boost * (trace.item_cost > cost_threshold)
+        value = _static(per_type, trace.item_type, content_features(trace), trace.item_cost,
+                        boosts, cost_threshold, cost_boost)  # fmt: skip
         value.flags.writeable = False  # shared by every caller
         if len(cache) >= _STATIC_KEEP:  # a tuner tries many parameter sets: keep the latest
             cache.pop(next(iter(cache)))
         cache[key] = value
     return cache[key]
+
+
+def _static(per_type, types, features, costs, boosts, cost_threshold, cost_boost) -> np.ndarray:
+    """The formula of :func:`static_value`, shared with :func:`static_value_of`."""
+    value = per_type[np.asarray(types, np.int64)] + content_boost(features, **(boosts or {}))
+    value += cost_boost * (np.asarray(costs, np.float64) > cost_threshold)
+    return value
+
+
+def static_value_of(
+    types: Sequence[int],
+    texts: list[str],
+    tokens: Sequence[int],
+    costs: Sequence[float],
+    type_base: dict[str, float] | None = None,
+    boosts: dict[str, float] | None = None,
+    cost_threshold: float = 0.01,
+    cost_boost: float = 0.15,
+) -> np.ndarray:
+    """:func:`static_value` of items given as columns rather than a trace: the live manager's
+    new items (``memlens.live``).  A text's features depend on that text alone, so the values
+    are those the items get in the trace their record loads as, bit for bit."""
+    per_type = type_array(type_base or DEFAULT_TYPE_BASE, "type_base")
+    if len(texts) == 1:  # the live manager's case: one write, no numpy per byte class
+        counts = [np.asarray([c], np.int32) for c in text_presence(texts[0])]
+    else:
+        once = text_features(texts, np.zeros(len(texts), np.int64))
+        counts = [getattr(once, k) for k in COUNT_FIELDS]
+    features = ContentFeatures(*counts, tokens=np.asarray(tokens, np.int64))
+    return _static(per_type, types, features, costs, boosts, cost_threshold, cost_boost)
+
+
+# The byte-class masks of ``text_features`` as regular expressions over one text's bytes (a
+# position outside the text reads as the NUL that pads or separates texts there: no class).
+_NUMBER = re.compile(rb"(?<![A-Za-z0-9_.])[0-9]")
+_IDENTIFIER = re.compile(rb"[A-Za-z][0-9]|[A-Za-z][_-][0-9]|[a-z0-9]_[a-z0-9]|[a-z][A-Z][a-z]"
+                         rb"|[A-Za-z]\.[A-Za-z]|(?<![A-Za-z0-9_])/[A-Za-z0-9_]")  # fmt: skip
+_ENTITY = re.compile(rb"(?<=[a-z0-9,;:)] )[A-Z][a-z]|(?<![A-Za-z])[A-Z][A-Z]")
+
+
+def text_presence(text: str) -> tuple[int, int, int, int, int]:
+    """Whether each of ``COUNT_FIELDS`` occurs in ``text`` (1/0): ``text_features([text])``'s
+    counts > 0, which is all ``content_boost`` reads, without its fixed numpy cost (hundreds of
+    microseconds for one short text).  ``tests/trace/test_features_content.py`` checks the two
+    agree."""
+    if "\x00" in text:
+        text = text.replace("\x00", " ")
+    raw = text.encode("utf-8", "replace")
+    lowered = raw.lower()
+
+    def keyword(patterns) -> int:
+        for pattern in patterns:
+            for m in pattern.finditer(lowered):
+                s = m.start()
+                if s == 0 or not (lowered[s - 1 : s].isalnum() or lowered[s - 1] == 95):
+                    return 1
+        return 0
+
+    return (keyword(ERROR_RES), keyword(CONCLUSION_RES), int(bool(_NUMBER.search(raw))),
+            int(bool(_IDENTIFIER.search(raw))), int(bool(_ENTITY.search(raw))))  # fmt: skip

@@ -189,3 +189,26 @@ def test_a_stage_another_process_holds_is_taken_last_and_not_compiled_twice(cach
     assert calls == ["lru"]  # rule was never compiled here
     text = out.getvalue()
     assert text.index("[2/2] lru") < text.index("[1/2] rule")
+
+
+def _pid_writer(label: str, folder: Path) -> warm.Stage:
+    def run():
+        (folder / label).write_text(str(os.getpid()))
+
+    return warm.Stage(label, ("kernels/queues.py",), run)
+
+
+def test_stages_compile_side_by_side_in_other_processes(cache, tmp_path):
+    """``jobs=2``: each stage runs in a worker process (its own numba, the shared cache), one
+    line per stage as it finishes, every stage stamped and timed in this process."""
+    out = io.StringIO()
+    stages = [_pid_writer(name, tmp_path) for name in ("rule", "lru", "lfu")]
+    done = warm.warm(stages, stream=out, jobs=2)
+    assert set(done) == {"rule", "lru", "lfu"}
+    pids = {int((tmp_path / name).read_text()) for name in done}
+    assert os.getpid() not in pids
+    lines = out.getvalue().splitlines()
+    assert sorted(ln.split("] ")[1].split(" ...")[0] for ln in lines[1:4]) == ["lfu", "lru", "rule"]
+    assert lines[-1].startswith("compiled 3 kernel stage(s) on 2 processes")
+    assert len(list((cache / warm.STAMPS).iterdir())) == 3
+    assert warm.compile_seconds() == pytest.approx(sum(done.values()))

@@ -20,6 +20,7 @@ from memlens.trace.features import (
     text_features,
 )
 from memlens.trace.io import trace_from_events
+from memlens.trace.model import ITEM_TYPES
 
 
 def test_hand_counted():
@@ -108,3 +109,41 @@ def test_static_value_is_cached_per_parameter_set_and_bounded():
     assert len(trace.__dict__[features._STATIC_KEY]) == features._STATIC_KEEP
     again = static_value(trace)  # evicted, computed again: the same numbers
     assert again is not first and np.array_equal(again, first)
+
+
+ALPHABET = "aZz09_-./ ,;:)(\x00éA1b"
+
+
+@given(st.text(alphabet=ALPHABET, max_size=24))
+def test_text_presence_is_text_features_counts_above_zero(text):
+    from memlens.trace.features import COUNT_FIELDS, text_presence
+
+    once = text_features([text], np.zeros(1, np.int64))
+    assert text_presence(text) == tuple(int(getattr(once, k)[0] > 0) for k in COUNT_FIELDS)
+
+
+@given(st.lists(st.text(alphabet=ALPHABET + " error final", max_size=30), min_size=1,
+                max_size=6))  # fmt: skip
+def test_static_value_of_one_item_is_static_value_bit_for_bit(texts):
+    from memlens.testing import trace, w
+    from memlens.trace.features import static_value, static_value_of
+
+    tr = trace(*(w(f"m{k}", 5 + k, ITEM_TYPES[k % 4], text=t, cost=0.02 * (k % 2))
+                 for k, t in enumerate(texts)))  # fmt: skip
+    whole = static_value(tr)
+    for k in range(tr.n_items):
+        one = static_value_of([int(tr.item_type[k])], [texts[k]], [int(tr.item_tokens[k])],
+                              [float(tr.item_cost[k])])  # fmt: skip
+        assert one.tobytes() == whole[k : k + 1].tobytes()
+
+
+def test_static_value_of_matches_on_a_trace_large_enough_for_simd_loops():
+    from memlens.testing import random_events
+    from memlens.trace.features import static_value, static_value_of
+
+    tr = trace_from_events(random_events(np.random.default_rng(0), 3000, 3))
+    whole = static_value(tr)
+    for k in range(tr.n_items):
+        one = static_value_of([int(tr.item_type[k])], [tr.item_text[k]], [int(tr.item_tokens[k])],
+                              [float(tr.item_cost[k])])  # fmt: skip
+        assert one.tobytes() == whole[k : k + 1].tobytes(), k

@@ -1,0 +1,192 @@
+"""The live engine: the reference replay's own event handlers, fed one event at a time.
+
+Live and replay must not drift apart, so nothing here re-implements a rule of the simulator:
+:class:`StreamEngine` *is* ``memlens.simulator``'s ``_Replay`` for one stream, with its columns
+taken from a growing :class:`memlens.live.columns.LiveColumns` instead of a loaded trace, and
+the handlers ``_Replay.start`` builds called as events arrive instead of in a loop.  Streams are
+independent agents (the replay resets the policy per stream), so each stream has its engine and
+its own policy instance; the columns and the per-item marks (residency, uses, hits) are shared,
+indexed like the record's trace.
+
+A policy follows the growth through ``grow`` (``Policy.grows``); :class:`LiveState` holds what
+the engines share, and :func:`replay_into` rebuilds it from a loaded record (reopening).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from memlens.live.columns import LiveColumns
+from memlens.policy import Policy, WorkingMemory
+from memlens.simulator import MOVE_EVICT, MoveKind, SimResult, _Replay
+from memlens.trace.model import Trace
+
+ENTERS = frozenset({int(MoveKind.ADMIT), int(MoveKind.FETCH), int(MoveKind.PIN),
+                    int(MoveKind.PROMOTE)})  # fmt: skip
+
+
+class LiveState:
+    """What every stream's engine shares: the columns and the per-item and per-need marks."""
+
+    def __init__(self, columns: LiveColumns, annotations: dict | None = None) -> None:
+        n, refs, requests = columns.n_items, len(columns.needs), columns.n_requests
+        self.columns = columns
+        self.in_wm = bytearray(n)
+        self.uses_seen = [0] * n
+        # a live session does not know future uses: false evictions are the replay's to count
+        self.n_uses = [0] * n
+        self.need_hit = bytearray(refs)
+        self.context_tokens = [0] * requests
+        self.pinned_tokens_at = [0] * requests
+        self.annotations: dict[int, tuple[float | None, str | None]] = dict(annotations or {})
+        self.stream_items: list[list[int]] = []
+        for i, s in enumerate(columns.item_stream):
+            self.items_of(s).append(i)
+
+    def items_of(self, s: int) -> list[int]:
+        """Stream ``s``'s items in write order (the list grows with the stream)."""
+        while len(self.stream_items) <= s:
+            self.stream_items.append([])
+        return self.stream_items[s]
+
+    def grow_item(self, i: int) -> None:
+        """Item ``i`` was added to the columns: give it its marks."""
+        self.in_wm.append(0)
+        self.uses_seen.append(0)
+        self.n_uses.append(0)
+        self.items_of(self.columns.item_stream[i]).append(i)
+
+    def grow_request(self) -> None:
+        """A request was added to the columns: give it and its needs their marks."""
+        self.need_hit.extend(bytes(len(self.columns.needs) - len(self.need_hit)))
+        self.context_tokens.append(0)
+        self.pinned_tokens_at.append(0)
+
+
+class LiveMemory(WorkingMemory):
+    """``WorkingMemory`` over the live columns: its stream's item list grows in place."""
+
+    __slots__ = ("_stream_items",)
+
+    def __init__(self, counters, columns: LiveColumns, stream: int, in_wm: bytearray,
+                 pins: dict[int, None], stream_items: list[int]) -> None:  # fmt: skip
+        super().__init__(counters, columns, stream, in_wm, pins)  # reads columns.item_stream
+        self._stream_items = stream_items
+
+    def items(self) -> list[int]:
+        in_wm = self._in_wm
+        return [i for i in self._stream_items if in_wm[i]]
+
+
+class StreamEngine(_Replay):
+    """The reference engine of one stream, fed event by event (module docstring)."""
+
+    def __init__(self, state: LiveState, trace: Trace, policy: Policy, budget: int,
+                 demand_fetch: bool, stream: int, seed: int) -> None:  # fmt: skip
+        # _Replay.__init__ copies a fixed trace's columns; these are the growing ones instead
+        cols = self.columns = state.columns
+        self.state, self.trace, self.policy, self.budget = state, trace, policy, budget
+        self.demand_fetch, self.hook = demand_fetch, None
+        self.tokens, self.item_stream = cols.item_tokens, cols.item_stream
+        self.needs_ptr, self.needs, self.groups = cols.needs_ptr, cols.needs, cols.groups
+        self.n_uses, self.uses_seen = state.n_uses, state.uses_seen
+        self.in_wm, self.need_hit = state.in_wm, state.need_hit
+        self.context_tokens, self.pinned_tokens_at = state.context_tokens, state.pinned_tokens_at
+        self.mv_event: list[int] = []
+        self.mv_item: list[int] = []
+        self.mv_kind = bytearray()
+        self.log = (self.mv_event.append, self.mv_item.append, self.mv_kind.append)
+        self.stream_items = state.items_of(stream)
+        self.resident: dict[int, None] = {}  # resident items, kept from the move log
+        self._moves_seen = 0
+        self.start(stream, seed)
+        self._grow: Callable | None = policy.grow if _grows(policy) else None
+
+    # --------------------------------------------------------- _Replay hooks
+    def _memory_view(self, s: int) -> WorkingMemory:
+        return LiveMemory(self, self.columns, s, self.in_wm, self.pins, self.stream_items)
+
+    def _request_fn(self, bring_back):
+        # needs with alternatives may come at any time: the group path, which on plain needs
+        # does exactly what the plain path does (simulator docstring)
+        return self._group_request_fn(bring_back)
+
+    def _annotate_fn(self):
+        annotations, policy = self.state.annotations, self.policy
+
+        def annotate(x: int, e: int) -> None:
+            value, note = annotations[e]
+            policy.annotate(x, value, note, e)
+
+        return annotate
+
+    # ------------------------------------------------------------ feeding
+    def apply(self, kind: int, ref: int, e: int) -> None:
+        """Event ``e`` (of this stream, already in the columns): the policy catches up with
+        the columns, then the replay's handler runs; the resident set follows its moves."""
+        if self._grow is not None:
+            self._grow(self.columns)
+        self.handlers[kind](ref, e)
+        self.sync_resident()
+
+    def sync_resident(self) -> None:
+        """Bring ``resident`` up to date with the moves logged since the last call."""
+        kinds, items, resident = self.mv_kind, self.mv_item, self.resident
+        for k in range(self._moves_seen, len(kinds)):
+            if kinds[k] == MOVE_EVICT:
+                del resident[items[k]]
+            elif kinds[k] in ENTERS:
+                resident[items[k]] = None
+        self._moves_seen = len(kinds)
+
+
+def _grows(policy: Policy) -> bool:
+    """Whether ``grow`` does something for ``policy`` (declared, and not the base no-op)."""
+    return getattr(type(policy), "grow", None) is not Policy.grow
+
+
+def replay_into(state: LiveState, trace: Trace, make_policy: Callable[[], Policy], budget: int,
+                demand_fetch: bool, seed: int) -> list[StreamEngine]:  # fmt: skip
+    """One engine per stream of ``trace`` (the reopened record), each fed its stream's events:
+    the state a live session had when the record was last appended to."""
+    kinds, refs = trace.ev_kind.tolist(), trace.ev_ref.tolist()
+    engines = []
+    for s in range(trace.n_streams):
+        engine = StreamEngine(state, trace, make_policy(), budget, demand_fetch, s, seed)
+        handlers = engine.handlers
+        for e in trace.stream_events[s].tolist():
+            handlers[kinds[e]](refs[e], e)
+        engine.sync_resident()
+        engines.append(engine)
+    return engines
+
+
+def session_result(state: LiveState, engines: list[StreamEngine], policy: str, budget: int,
+                   demand_fetch: bool) -> SimResult:  # fmt: skip
+    """The live session as a ``SimResult`` (moves in record order), to compare with a replay of
+    its record; false evictions are zero: they need the future, which a replay has."""
+    ev = np.concatenate(
+        [np.asarray(g.mv_event, np.int64) for g in engines] or [np.zeros(0, np.int64)]
+    )
+    it = np.concatenate(
+        [np.asarray(g.mv_item, np.int32) for g in engines] or [np.zeros(0, np.int32)]
+    )
+    kd = np.concatenate([np.frombuffer(bytes(g.mv_kind), np.int8) for g in engines]
+                        or [np.zeros(0, np.int8)])  # fmt: skip
+    order = np.argsort(ev, kind="stable")  # one event's moves all come from its stream
+    return SimResult(
+        budget=budget,
+        demand_fetch=demand_fetch,
+        policy=policy,
+        engine="live",
+        need_hit=np.frombuffer(bytes(state.need_hit), np.uint8).copy(),
+        context_tokens=np.asarray(state.context_tokens, np.int64),
+        pinned_tokens=np.asarray(state.pinned_tokens_at, np.int64),
+        evictions=np.asarray([g.n_evicted for g in engines], np.int64),
+        false_evictions=np.zeros(len(engines), np.int64),
+        move_event=ev[order],
+        move_item=it[order],
+        move_kind=kd[order],
+    )

@@ -1,0 +1,438 @@
+"""``MemoryManager``: a policy MemLens measured, running inside an agent, recording as it goes.
+
+The manager holds what an agent writes (per stream: one agent or conversation) and answers
+what to send to the model now (``context``).  Its decisions are the policy's, made by the
+reference engine's own handlers (``memlens.live.engine``), and every call that changes
+anything is appended to the record (``memlens.live.record``) before it takes effect, in trace
+format 1.1: ``memlens simulate trace=RECORD`` with the record's config (its header) replays
+the session's hits, misses, evictions and moves event for event, and reopening a manager on the
+record rebuilds its state exactly, then goes on appending.
+
+A policy that declares ``grows`` (window, token_buffer, lru, lfu, memgpt, rule) follows the
+growing trace in O(1) per event; the others are replayed from the session's events when their
+state is asked for, which is exact but costs time in the session's length (a note in the
+README says which).  The oracle reads the future and is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+import orjson
+
+from memlens.live import checks
+from memlens.live.columns import LiveColumns
+from memlens.live.config import LiveConfig, config_file, make_config, registered_node
+from memlens.live.engine import LiveState, StreamEngine, replay_into, session_result
+from memlens.live.record import RecordLog, read_header
+from memlens.retrieval.storage import DocumentStore
+from memlens.simulator import SimResult
+from memlens.trace.model import ANNOTATE, ITEM_TYPES, PIN, REQUEST, UNPIN, WRITE, Trace
+
+
+class Item(NamedTuple):
+    """One item of a context: what to put in the prompt, and why it is there (a named tuple:
+    a context of a few hundred items is built in microseconds)."""
+
+    id: str
+    text: str
+    type: str
+    tokens: int
+    tier: str  # "working": in working memory (retrieval from the lower tiers: not yet live)
+    value: float | None  # the policy's value of the item now, if the policy has one
+
+
+class MemoryManager:
+    """A live memory policy with a replayable record (module docstring)."""
+
+    def __init__(self, policy: str = "rule", budget: int = 2048,
+                 record: str | os.PathLike | None = None, *, demand_fetch: bool = False,
+                 seed: int = 0, tokenizer: str | None = None, fsync: str = "close",
+                 clock: Callable[[], float] = time.time, documents: DocumentStore | None = None,
+                 **policy_params) -> None:  # fmt: skip
+        config = make_config(registered_node(policy, policy_params), budget, demand_fetch,
+                             seed, tokenizer)  # fmt: skip
+        self._open(config, record, fsync, clock, explicit=True, documents=documents)
+
+    # ------------------------------------------------------------ opening
+    @classmethod
+    def from_config(cls, path: str | os.PathLike, record: str | os.PathLike | None = None, *,
+                    budget: int | None = None, fsync: str = "close",
+                    clock: Callable[[], float] = time.time, documents: DocumentStore | None = None,
+                    **settings) -> MemoryManager:  # fmt: skip
+        """A manager running the policy of a tuned policy file (``memlens tune``) or a run's
+        ``resolved_config.yaml``; ``budget`` (and ``demand_fetch``, ``seed``, ``tokenizer``)
+        override the file's."""
+        config = config_file(path, budget, settings.pop("demand_fetch", None),
+                             settings.pop("seed", None), settings.pop("tokenizer", None))  # fmt: skip
+        if settings:
+            raise TypeError(f"from_config: unknown argument {sorted(settings)[0]!r}")
+        self = cls.__new__(cls)
+        self._open(config, record, fsync, clock, explicit=True, documents=documents)
+        return self
+
+    @classmethod
+    def reopen(cls, record: str | os.PathLike, *, fsync: str = "close",
+               clock: Callable[[], float] = time.time,
+               documents: DocumentStore | None = None) -> MemoryManager:  # fmt: skip
+        """A manager on an existing record, configured by its header."""
+        if not Path(record).is_file():
+            raise ValueError(f"record: {record}: no such record")
+        self = cls.__new__(cls)
+        self._open(LiveConfig.from_json(read_header(record), str(record)), record, fsync, clock,
+                   explicit=False, documents=documents)  # fmt: skip
+        return self
+
+    def _open(self, config: LiveConfig, record, fsync: str, clock, explicit: bool,
+              documents: DocumentStore | None) -> None:  # fmt: skip
+        from memlens.trace.tokenizer import get_tokenizer
+
+        if documents is not None and not isinstance(documents, DocumentStore):
+            raise ValueError("documents: must implement put, get and delete "
+                             "(memlens.retrieval.storage.DocumentStore)")  # fmt: skip
+        self._config, self._clock, self._closed = config, clock, False
+        self._documents = documents
+        self._tokenizer = get_tokenizer(config.tokenizer)
+        self._grows = bool(config.build().grows)
+        self._log = RecordLog(record, fsync) if record is not None else None
+        try:
+            if self._log is not None and self._log.existed:
+                self._resume(explicit)
+            else:
+                self._start(_empty_trace())
+                if self._log is not None:
+                    self._log.write_header(config.to_json())
+        except BaseException:
+            if self._log is not None:
+                self._log.close()
+            raise
+        if documents is not None:  # a restart: the record has every item, the store may not
+            for i, ident in enumerate(self._cols.item_id):
+                if documents.get(ident) is None:
+                    documents.put(ident, self._document(i))
+
+    def _resume(self, explicit: bool) -> None:
+        """Rebuild the state the record replays to (the record is locked: it cannot move)."""
+        from memlens.trace.io import load_trace
+
+        path = self._log.path
+        recorded = LiveConfig.from_json(read_header(path), str(path))
+        if explicit and recorded.to_json() != self._config.to_json():
+            raise ValueError(f"record: {path} was made with {recorded.to_json()}, not "
+                             f"{self._config.to_json()}; reopen it with "
+                             "MemoryManager.reopen(record)")  # fmt: skip
+        trace = load_trace(path)
+        self._start(trace)
+        if self._grows:
+            self._engines = replay_into(self._state, trace, self._config.build,
+                                        self._config.budget, self._config.demand_fetch,
+                                        self._config.seed)  # fmt: skip
+        else:
+            self._events = _record_events(path)
+
+    def _start(self, trace: Trace) -> None:
+        self._reset_trace = trace  # what a new stream's policy is reset with, then grows from
+        self._cols = LiveColumns.from_trace(trace)
+        self._state = LiveState(self._cols, trace.annotations)
+        self._streams = {name: s for s, name in enumerate(trace.stream_names)}
+        self._stream_names = list(trace.stream_names)
+        self._last_t = [float(trace.ev_t[ev[-1]]) if len(ev) else 0.0
+                        for ev in trace.stream_events]  # fmt: skip
+        self._item_index = {ident: i for i, ident in enumerate(self._cols.item_id)}
+        self._req_ids = set(self._cols.req_id)
+        self._engines: list[StreamEngine] = []
+        self._events: list[dict] = []  # policies without grow: the session's events
+        self._replayed: dict[int, tuple[int, object]] = {}
+        self._fallback = None  # the policy instance those replays reuse
+
+    # ------------------------------------------------------------ the API
+    def write(
+        self,
+        stream: str,
+        text: str,
+        type: str,
+        tokens: int | None = None,
+        cost: float = 0.0,
+        meta: dict | None = None,
+    ) -> str:  # noqa: A002
+        """Record an item the agent wrote; returns its id.  ``tokens``: counted with the
+        session's tokenizer when None."""
+        self._check_open("write")
+        name, text = checks.stream(stream), checks.text(text, "text")
+        code = checks.item_type(type)
+        tokens = max(1, self._tokenizer.count(text)) if tokens is None else checks.tokens(tokens)
+        cost, meta = checks.cost(cost), checks.meta(meta)
+        s = self._stream(name)
+        ident = self._new_id("m", len(self._cols.item_id))
+        t = self._now(s)
+        event = {"event": "write", "id": ident, "stream": name, "t": t, "type": type,
+                 "tokens": tokens, "text": text}  # fmt: skip
+        if cost:
+            event["cost"] = cost
+        if meta:
+            event["meta"] = meta
+        self._record(event)
+        e = self._cols.add_event(s, t)
+        i = self._cols.add_item(ident, s, tokens, code, cost, text)
+        self._state.grow_item(i)
+        self._item_index[ident] = i
+        if self._documents is not None:
+            self._documents.put(ident, {**self._document(i), "meta": meta})
+        self._apply(s, WRITE, i, e)
+        return ident
+
+    def count_tokens(self, text: str) -> int:
+        """``text``'s tokens by the session's tokenizer (at least 1: what ``write`` records)."""
+        return max(1, self._tokenizer.count(checks.text(text, "text")))
+
+    def document(self, item_id: str) -> dict:
+        """An item's content as stored: text, type, tokens, stream (and meta, from the
+        document store when the manager has one)."""
+        i = self._item(item_id)
+        if self._documents is not None:
+            doc = self._documents.get(item_id)
+            if doc is not None:
+                return doc
+        return self._document(i)
+
+    def _document(self, i: int) -> dict:
+        cols = self._cols
+        return {"text": cols.item_text[i], "type": ITEM_TYPES[cols.item_type[i]],
+                "tokens": cols.item_tokens[i], "stream": self._stream_names[cols.item_stream[i]]}  # fmt: skip
+
+    def context(self, stream: str, query: str | None = None) -> list[Item]:
+        """What to send to the model now: stream's working memory under the budget, in write
+        order.  (``query`` is for retrieval from the lower tiers, which the live manager does
+        not do yet; it is accepted and ignored.)"""
+        self._check_open("context")
+        s = self._streams.get(checks.stream(stream))
+        if s is None:
+            return []
+        resident, policy = self._resident(s)
+        value = getattr(policy, "value", None)
+        t = max(self._clock(), self._last_t[s])
+        cols = self._cols
+        return [Item(cols.item_id[i], cols.item_text[i], ITEM_TYPES[cols.item_type[i]],
+                     cols.item_tokens[i], "working",
+                     float(value(i, t)) if value is not None else None)
+                for i in resident]  # fmt: skip
+
+    def used(
+        self, stream: str, item_ids: Sequence, request_id: str | None = None, text: str = ""
+    ) -> str:
+        """What the step used: each entry an id, or a list of alternative ids (any one served
+        it).  Records the request (hits are touched, misses counted, fetched back with
+        ``demand_fetch``); returns its id."""
+        self._check_open("used")
+        name, text = checks.stream(stream), checks.text(text, "text")
+        s = self._streams.get(name)
+        groups, needs = self._needs(name, s, item_ids)
+        if request_id is None:
+            request_id = self._new_id("r", len(self._cols.req_id))
+        elif not isinstance(request_id, str) or not request_id:
+            raise ValueError(f"request_id: must be a non-empty string, got {request_id!r}")
+        elif request_id in self._req_ids or request_id in self._item_index:
+            raise ValueError(f"request_id: {request_id!r} is already an id in this session")
+        if s is None:  # no needs, in a stream that has written nothing yet
+            s = self._stream(name)
+        t = self._now(s)
+        self._record({"event": "request", "id": request_id, "stream": name, "t": t,
+                      "needs": needs, "text": text})  # fmt: skip
+        e = self._cols.add_event(s, t)
+        r = self._cols.add_request(request_id, groups)
+        self._state.grow_request()
+        self._req_ids.add(request_id)
+        self._apply(s, REQUEST, r, e)
+        return request_id
+
+    def pin(self, item_id: str) -> None:
+        """A person marked the item must-keep: it is brought back and never evicted."""
+        self._target("pin", PIN, item_id)
+
+    def unpin(self, item_id: str) -> None:
+        self._target("unpin", UNPIN, item_id)
+
+    def annotate(self, item_id: str, value: float | None = None, note: str | None = None) -> None:
+        """A person's value in [0, 1] and/or note on an item (the rule scorer keeps the value)."""
+        self._target("annotate", ANNOTATE, item_id, checks.annotation(value, note))
+
+    def close(self) -> None:
+        """Finish the record (synced unless ``fsync="never"``) and release it."""
+        if not self._closed and self._log is not None:
+            self._log.close()
+        self._closed = True
+
+    def __enter__(self) -> MemoryManager:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ reading
+    @property
+    def config(self) -> dict:
+        """The resolved config (what the record's header holds)."""
+        return self._config.to_json()
+
+    @property
+    def record(self) -> Path | None:
+        return None if self._log is None else self._log.path
+
+    def result(self) -> SimResult:
+        """The session so far as a ``SimResult``: what a replay of its record must equal."""
+        if self._grows:
+            return session_result(self._state, self._engines, self._config.name,
+                                  self._config.budget, self._config.demand_fetch)  # fmt: skip
+        from memlens.simulator import simulate
+
+        return simulate(self._trace(), self._config.build(), self._config.budget,
+                        self._config.demand_fetch, self._config.seed, engine="reference")  # fmt: skip
+
+    def counts(self) -> dict[str, int]:
+        """Hits, misses and evictions so far."""
+        res = self.result()
+        hits = int(res.need_hit.sum())
+        return {"hits": hits, "misses": int(res.need_hit.shape[0]) - hits,
+                "evictions": int(res.evictions.sum())}  # fmt: skip
+
+    # ----------------------------------------------------------- internals
+    def _check_open(self, what: str) -> None:
+        if self._closed:
+            raise ValueError(f"{what}: the manager is closed")
+
+    def _stream(self, name: str) -> int:
+        s = self._streams.get(name)
+        if s is None:
+            s = self._streams[name] = len(self._stream_names)
+            self._stream_names.append(name)
+            self._last_t.append(0.0)
+            if self._grows:
+                cfg = self._config
+                self._engines.append(StreamEngine(self._state, self._reset_trace, cfg.build(),
+                                                  cfg.budget, cfg.demand_fetch, s, cfg.seed))  # fmt: skip
+        return s
+
+    def _new_id(self, prefix: str, n: int) -> str:
+        ident = f"{prefix}{n}"
+        while ident in self._item_index or ident in self._req_ids:
+            n += 1
+            ident = f"{prefix}{n}"
+        return ident
+
+    def _now(self, s: int) -> float:
+        """The event's trace time: the clock, never earlier than the stream's last event."""
+        t = float(self._clock())
+        t = max(t, self._last_t[s])
+        self._last_t[s] = t
+        return t
+
+    def _record(self, event: dict) -> None:
+        if self._log is not None:
+            self._log.append(event)
+        if not self._grows:
+            self._events.append(event)
+
+    def _apply(self, s: int, kind: int, ref: int, e: int) -> None:
+        if self._grows:
+            self._engines[s].apply(kind, ref, e)
+
+    def _item(self, item_id, field: str = "item_id") -> int:
+        i = self._item_index.get(item_id) if isinstance(item_id, str) else None
+        if i is None:
+            raise KeyError(f"{field}: no item {item_id!r} in this session")
+        return i
+
+    def _needs(self, name: str, s: int | None, item_ids) -> tuple[list[tuple[int, ...]], list]:
+        """The request's need groups as the trace loader resolves them (first-listed order,
+        a repeated need once), and the needs as recorded."""
+        if isinstance(item_ids, (str, bytes)) or not isinstance(item_ids, Sequence):
+            raise ValueError(f"item_ids: must be a list of ids, got {item_ids!r}")
+        resolved: dict = {}
+        for k, need in enumerate(item_ids):
+            alts = [need] if isinstance(need, str) else need
+            if not isinstance(alts, (list, tuple)) or not alts:
+                raise ValueError(f"item_ids[{k}]: an id or a non-empty list of ids, got {need!r}")
+            group: dict[int, None] = {}
+            for a, ident in enumerate(alts):
+                field = f"item_ids[{k}]" if isinstance(need, str) else f"item_ids[{k}][{a}]"
+                i = self._item(ident, field)
+                owner = self._stream_names[self._cols.item_stream[i]]
+                if owner != name:
+                    raise ValueError(f"{field}: item {ident!r} belongs to stream {owner!r}, "
+                                     f"not {name!r}")  # fmt: skip
+                if i in group:
+                    raise ValueError(f"{field}: alternative {ident!r} is listed twice")
+                group[i] = None
+            items = tuple(group)
+            key = items[0] if len(items) == 1 else tuple(sorted(items))
+            resolved.setdefault(key, items)
+        needs = [n if isinstance(n, str) else list(n) for n in item_ids]
+        return list(resolved.values()), needs
+
+    def _target(self, what: str, kind: int, item_id, annotation=None) -> None:
+        self._check_open(what)
+        i = self._item(item_id)
+        s = self._cols.item_stream[i]
+        t = self._now(s)
+        event = {"event": what, "target": item_id, "stream": self._stream_names[s], "t": t}
+        if annotation is not None:
+            value, note = annotation
+            if value is not None:
+                event["value"] = value
+            if note is not None:
+                event["note"] = note
+        self._record(event)
+        e = self._cols.add_event(s, t)
+        if annotation is not None:
+            self._state.annotations[e] = annotation
+        self._apply(s, kind, i, e)
+
+    def _trace(self) -> Trace:
+        """The session's events as a trace (policies without ``grow``)."""
+        from memlens.trace.io import trace_from_events
+
+        header = {"event": "header", "version": "1.1"}
+        return trace_from_events([header, *self._events], "<live session>")
+
+    def _resident(self, s: int) -> tuple[list[int], object]:
+        """Stream ``s``'s resident items in write order, and the policy holding them."""
+        if self._grows:
+            engine = self._engines[s]
+            return sorted(engine.resident), engine.policy
+        cached = self._replayed.get(s)
+        if cached is None or cached[0] != len(self._events):
+            from memlens.simulator import _Replay
+
+            cfg = self._config
+            if self._fallback is None:  # one instance, reset per replay (as a sweep does)
+                self._fallback = cfg.build()
+            replay = _Replay(self._trace(), self._fallback, cfg.budget, cfg.demand_fetch, None)
+            replay.run_stream(s, cfg.seed)
+            cached = self._replayed[s] = (len(self._events), replay)
+        replay = cached[1]
+        in_wm = replay.in_wm
+        return [i for i in self._state.items_of(s) if in_wm[i]], replay.policy
+
+
+def _empty_trace() -> Trace:
+    """An empty trace: what a new session's policies are reset with."""
+    from memlens.trace.io import trace_from_events
+
+    return trace_from_events([], "<live session>")
+
+
+def _record_events(path: Path) -> list[dict]:
+    """A record's events as dicts (its header left out), for policies without ``grow``."""
+    from memlens.trace.lines import read_lines
+
+    events = []
+    for _, raw in read_lines(path):
+        if raw and not raw.isspace():
+            obj = orjson.loads(raw)
+            if obj.get("event") != "header":
+                events.append(obj)
+    return events
