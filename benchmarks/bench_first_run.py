@@ -18,7 +18,10 @@ interpreter (``PYTHONPATH`` = the export), like a fresh clone with the dependenc
 
 With a revision that has it (and without ``--no-warm``) the scenario starts with
 ``memlens cache warm``, the step ``make setup`` runs: its time is reported apart, as set-up.
-Every step is one process; its wall time and CPU time (user + system of it and the workers it
+``--in-place-kernels DIR`` runs this checkout as it is with the kernel cache ``DIR`` (compiled
+by ``memlens cache warm`` before), every other cache and the home empty: the first run after
+``make setup`` when compiling the whole set from nothing does not fit the time at hand.
+Every step is one process; its wall time, when its first line of stderr came, and CPU time (user + system of it and the workers it
 waited for, from ``os.wait4``) are recorded with the machine's load average: the machine is
 shared, and CPU seconds move less with the load than wall seconds.  Results: one JSON row per
 scenario appended to ``benchmarks/results/first_run.jsonl``; ``first_run.md`` is written from
@@ -33,6 +36,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -40,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 TAU = Path("/work/shared/datasets/tau-bench/gpt-4o-airline.json")
 CONVERSATIONS = 15
+NOTES = "## Notes"  # first_run.md from this heading on is kept when the table is rewritten
 
 
 def export(rev: str, dest: Path) -> Path:
@@ -52,20 +57,30 @@ def export(rev: str, dest: Path) -> Path:
 
 
 def step(name: str, cmd: list[str], env: dict, cwd: Path) -> dict:
-    """Run one command: wall and CPU seconds; stops the benchmark on failure."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    """Run one command: wall and CPU seconds, and when its first line of stderr came (what a
+    user sees first); stops the benchmark on failure."""
+    lines: list[tuple[float, str]] = []
+    with tempfile.TemporaryFile() as out:
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=err)
+        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.PIPE)
+
+        def read() -> None:
+            for raw in proc.stderr:
+                lines.append((time.perf_counter() - start, raw.decode(errors="replace").rstrip()))
+
+        reader = threading.Thread(target=read)
+        reader.start()
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
-        err.seek(0)
-        stderr = err.read().decode(errors="replace")
+        reader.join()
         if os.waitstatus_to_exitcode(status):
-            raise SystemExit(f"{name}: {' '.join(cmd)} failed:\n{stderr[-4000:]}")
+            tail = "\n".join(text for _, text in lines[-40:])
+            raise SystemExit(f"{name}: {' '.join(cmd)} failed:\n{tail}")
     cpu = usage.ru_utime + usage.ru_stime
     row = {"step": name, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
            "load_avg_1m": round(os.getloadavg()[0], 2),
-           "stderr_head": stderr.strip().splitlines()[:3]}  # fmt: skip
+           "first_stderr_s": round(lines[0][0], 2) if lines else None,
+           "stderr_head": [text for _, text in lines[:3]]}  # fmt: skip
     print(json.dumps(row), flush=True)
     return row
 
@@ -83,14 +98,18 @@ def has_warm(checkout: Path) -> bool:
     return cache.exists() and "warm" in cache.read_text()
 
 
-def scenario(kind: str, rev: str, work: Path, warm: bool) -> dict:
-    checkout = export(rev, work / "checkout")
+def scenario(kind: str, rev: str, work: Path, warm: bool, kernels: str | None = None) -> dict:
+    """One scenario; ``kernels``: run this checkout in place with that kernel cache (compiled
+    by ``memlens cache warm`` beforehand, as ``make setup`` does), everything else empty."""
+    checkout = ROOT if kernels else export(rev, work / "checkout")
     home, cwd = work / "home", work / "cwd"
-    home.mkdir()
+    home.mkdir(parents=True)
     cwd.mkdir()
     env = {k: v for k, v in os.environ.items()
-           if k not in ("MEMLENS_CACHE", "NUMBA_CACHE_DIR", "PYTHONPATH")}  # fmt: skip
+           if k not in ("MEMLENS_CACHE", "NUMBA_CACHE_DIR", "PYTHONPATH", "MEMLENS_KERNEL_CACHE")}  # fmt: skip
     env |= {"HOME": str(home), "PYTHONPATH": str(checkout), "PYTHONWARNINGS": "ignore"}
+    if kernels:
+        env["MEMLENS_KERNEL_CACHE"] = kernels
     memlens = [sys.executable, "-m", "memlens"]
     steps, trace = [], []
     if kind == "imported":
@@ -101,11 +120,12 @@ def scenario(kind: str, rev: str, work: Path, warm: bool) -> dict:
         trace = [f"trace={out}"]
     warmed = warm and has_warm(checkout)
     if warmed:
-        steps.append(step("cache warm", [*memlens, "cache", "warm", *trace], env, cwd))
+        steps.append(step("cache warm", [*memlens, "cache", "warm"], env, cwd))
     for n in ("first compare", "second compare"):
         steps.append(step(n, [*memlens, "compare", *trace], env, cwd))
     first, second = steps[-2]["wall_s"], steps[-1]["wall_s"]
     return {"scenario": kind, "rev": rev, "warm_step": warmed, "steps": steps,
+            "kernel_cache": kernels or "empty",
             "first_over_second": round(first / max(second, 1e-9), 2),
             "nproc": os.cpu_count()}  # fmt: skip
 
@@ -115,13 +135,16 @@ def markdown(rows: list[dict]) -> str:
              "Fresh export of the revision, empty HOME, no cache variables; wall / CPU seconds "
              "per step (CPU: user + system of the process and its workers). The machine is "
              "shared (2 cores): the 1-minute load average is given per step.", "",
-             "| label | scenario | rev | step | wall s | CPU s | load | first / second |",
-             "|---|---|---|---|---:|---:|---:|---:|"]  # fmt: skip
+             "| label | scenario | rev | kernel cache | step | wall s | CPU s | first line s "
+             "| load | first / second |", "|---|---|---|---|---|---:|---:|---:|---:|---:|"]  # fmt: skip
     for r in rows:
         for i, s in enumerate(r["steps"]):
             ratio = f"{r['first_over_second']}x" if i == len(r["steps"]) - 1 else ""
-            lines.append(f"| {r.get('label', '')} | {r['scenario']} | {r['rev']} | {s['step']} "
-                         f"| {s['wall_s']} | {s['cpu_s']} | {s['load_avg_1m']} | {ratio} |")  # fmt: skip
+            cache = r.get("kernel_cache", "empty")
+            lines.append(f"| {r.get('label', '')} | {r['scenario']} | {r['rev']} | {cache} "
+                         f"| {s['step']} "
+                         f"| {s['wall_s']} | {s['cpu_s']} | {s.get('first_stderr_s', '')} "
+                         f"| {s['load_avg_1m']} | {ratio} |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -132,16 +155,24 @@ def main() -> None:
     ap.add_argument("--scenario", choices=("bundled", "imported", "both"), default="both")
     ap.add_argument("--no-warm", action="store_true", help="skip `memlens cache warm`")
     ap.add_argument("--workdir", default=None, help="kept for inspection (default: a temp dir)")
+    ap.add_argument("--in-place-kernels", default=None, metavar="DIR",
+                    help="run this checkout in place with the kernel cache DIR (warmed before: "
+                    "`memlens cache warm`), every other cache empty: the first run after `make "
+                    "setup`, without compiling the whole set again")  # fmt: skip
     args = ap.parse_args()
     kinds = ["bundled", "imported"] if args.scenario == "both" else [args.scenario]
     base = Path(args.workdir or tempfile.mkdtemp(prefix="memlens-first-run-"))
     log = RESULTS / "first_run.jsonl"
     for kind in kinds:
-        row = scenario(kind, args.rev, base / kind, not args.no_warm) | {"label": args.label}
+        row = scenario(kind, args.rev, base / kind, not args.no_warm, args.in_place_kernels)
+        row |= {"label": args.label}
         with log.open("a") as f:
             f.write(json.dumps(row) + "\n")
     rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    (RESULTS / "first_run.md").write_text(markdown(rows))
+    out = RESULTS / "first_run.md"
+    old = out.read_text() if out.exists() else ""
+    notes = old[old.index(NOTES) :] if NOTES in old else ""  # written by hand: kept
+    out.write_text(markdown(rows) + ("\n" + notes if notes else ""))
     print(f"results: {log}, {RESULTS / 'first_run.md'}")
 
 

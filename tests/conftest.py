@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import atexit
-import fcntl
 import os
 import shutil
 import socket
@@ -45,20 +44,23 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def pytest_sessionstart(session) -> None:
-    """Compile every kernel once for the whole run, before any test, under a file lock: the
-    first process (the xdist controller, or a worker) compiles, every other one waits for it
-    and then finds the stamps (``memlens.kernels.warm``) and numba's entries.  Without it each
-    xdist worker compiled the kernels its first tests needed, at the same time, for itself.
-    ``MEMLENS_TEST_WARM=0`` skips it (the kernels then compile when first used)."""
+    """Compile every kernel once for the whole run, before any test: each stage under its own
+    file lock (``memlens.kernels.warm``), so the xdist workers share the stages between them
+    (one compiles, the other takes the next or waits and then loads it) instead of each
+    compiling the kernels its first tests need for itself.  The xdist controller runs no test
+    and leaves it to the workers.  ``MEMLENS_TEST_WARM=0`` skips it (the kernels then compile
+    when first used)."""
     if os.environ.get("MEMLENS_TEST_WARM", "1") == "0":
+        return
+    xdist_controller = getattr(session.config.option, "numprocesses", None) and not hasattr(
+        session.config, "workerinput"
+    )
+    if xdist_controller:
         return
     from memlens.cli.cache import warm_all
 
-    folder = kernel_cache_dir() / "memlens-stamps"
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".warm.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        warm_all(progress=False)
+    # an xdist worker warms serially: the workers are the parallelism, sharing the stages
+    warm_all(progress=False, jobs=1 if hasattr(session.config, "workerinput") else None)
 
 
 @pytest.fixture

@@ -26,12 +26,13 @@ never a reason for a run to fail.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import platform
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from memlens._util.kernelcache import kernel_cache_dir
 
 PACKAGE = Path(__file__).resolve().parents[1]  # the memlens package
 STAMPS = "memlens-stamps"
+LOCKS = "memlens-locks"
 
 #: Seconds this process spent warming each stage (label -> seconds), for the timing section.
 COMPILE_S: dict[str, float] = {}
@@ -207,9 +209,14 @@ def _display(stderr) -> bool:
 def warm(stages: list[Stage], progress: bool | None = None, stream=None,
          jobs: int = 1) -> dict[str, float]:  # fmt: skip
     """Compile every stage without a stamp; announce it first.  Returns label -> seconds for
-    the stages compiled here (also added to :data:`COMPILE_S`).  ``jobs`` > 1 compiles stages
-    side by side in that many processes (numba compiles on one core; the entries it writes to
-    the shared cache are what this process then loads)."""
+    the stages compiled (or waited for) here, also added to :data:`COMPILE_S`.  ``jobs`` > 1
+    compiles stages side by side in that many processes (numba compiles on one core; the
+    entries it writes to the shared cache are what this process then loads).
+
+    Each stage is compiled under its own file lock, so processes warming at once (the
+    pytest-xdist workers, two commands started together) compile each stage once between
+    them: serially, a process takes the stages no other holds first, then waits for the
+    others and finds them stamped; side by side, each worker waits for a held stage."""
     stream = stream or sys.stderr
     todo = [s for s in stages if s.label not in COMPILE_S and not stamp(s).exists()]
     if not todo:
@@ -222,13 +229,21 @@ def warm(stages: list[Stage], progress: bool | None = None, stream=None,
     bar = progress if progress is not None else _display(stream)
     done: dict[str, float] = {}
     start = time.perf_counter()
-    for i, stage in enumerate(todo, 1):
-        _begin(stream, bar, i, len(todo), stage.label, time.perf_counter() - start)
-        t0 = time.perf_counter()
-        problem = _run(stage)
-        done[stage.label] = time.perf_counter() - t0
-        COMPILE_S[stage.label] = COMPILE_S.get(stage.label, 0.0) + done[stage.label]
-        _end(stream, bar, done[stage.label], problem)
+    pending = list(enumerate(todo, 1))
+    for blocking in (False, True):  # first the stages free to take, then wait for the rest
+        later = []
+        for i, stage in pending:
+            with _stage_lock(stage, blocking) as held:
+                if not held:
+                    later.append((i, stage))
+                    continue
+                _begin(stream, bar, i, len(todo), stage.label, time.perf_counter() - start)
+                t0 = time.perf_counter()
+                problem = None if stamp(stage).exists() else _run(stage)  # else: done elsewhere
+                done[stage.label] = time.perf_counter() - t0
+            COMPILE_S[stage.label] = COMPILE_S.get(stage.label, 0.0) + done[stage.label]
+            _end(stream, bar, done[stage.label], problem)
+        pending = later
     if bar:
         stream.write("\r\033[K")
     total = sum(done.values())
@@ -236,10 +251,36 @@ def warm(stages: list[Stage], progress: bool | None = None, stream=None,
     return done
 
 
+@contextlib.contextmanager
+def _stage_lock(stage: Stage, blocking: bool) -> Iterator[bool]:
+    """Hold ``stage``'s lock file (``memlens-locks/`` beside the stamps); yields whether it
+    is held.  A cache folder that cannot be written gives no lock: the stage runs anyway."""
+    import fcntl
+
+    path = kernel_cache_dir() / LOCKS / stamp(stage).name
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a")  # noqa: SIM115 - closed below, after the lock is released
+    except OSError:
+        yield True
+        return
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _timed_run(stage: Stage) -> tuple[str, float, str | None]:
     """(label, seconds, problem) of warming one stage, in whichever process runs it."""
     t0 = time.perf_counter()
-    problem = _run(stage)
+    with _stage_lock(stage, blocking=True):  # another process compiling it: wait, then skip
+        problem = None if stamp(stage).exists() else _run(stage)
     return stage.label, time.perf_counter() - t0, problem
 
 

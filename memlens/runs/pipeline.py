@@ -112,7 +112,9 @@ def replay(settings: RunConfig, trace: Trace, record_values: bool = False) -> Re
     """Build the policy (and retriever) from the settings and replay the trace.
 
     ``record_values``: a run whose event log will be written (``simulate``) records a scoring
-    policy's values as it goes (``memlens.analyze.eventlog.ValueProbe``); compare's jobs do not."""
+    policy's values (``memlens.analyze.eventlog.attach_probe``: the bundled ones after their
+    kernel, from the move log; any other by a probe on the reference engine); compare's jobs
+    do not."""
     policy = build_policy(settings.policy)
     if record_values:
         attach_probe(policy, settings.events)

@@ -19,6 +19,7 @@ from memlens.config.schema import resolve
 from memlens.runs.pipeline import run
 from memlens.simulator import simulate
 from memlens.testing import annotate, pin, rq, trace, traces, unpin, w
+from memlens.trace.features import static_value
 from memlens.trace.io import write_trace
 from memlens.ui.sample import make_sample_runs, sample_events
 
@@ -148,9 +149,12 @@ def test_rule_values_and_eviction_order(tmp_path):
     ev = [r for r in rows if r["kind"] == "evict"]
     assert ev and all(r["value_before"] is not None and r["value_before"] > 0 for r in ev)
     pol = done.policy
+    assert done.result.engine == "fast"  # the full log no longer takes the rule off its kernel
+    bases = static_value(done.trace, pol.type_base, pol.boosts, pol.cost_threshold,
+                         pol.cost_boost)  # fmt: skip
     for r in ev[:5]:  # value at eviction: B * 2^-(dt/half) floored, recomputed by hand
         i = r["item"]
-        base = pol._base[i]
+        base = bases[i]
         ty = int(done.trace.item_type[i])
         admitted = next(x for x in rows if x["kind"] == "admit" and x["item"] == i)
         dt = done.trace.ev_t[r["event"]] - done.trace.ev_t[admitted["event"]]
@@ -225,10 +229,10 @@ def test_simulator_result_unchanged_by_probe_direct():
     tr = trace(*sample_events()[1:])
     plain = simulate(tr, RuleScorer(), budget=2)
     pol = RuleScorer()
-    RuleValueProbe(pol, pol.value)  # the probe that wraps the methods (a subclass gets it)
+    probe = RuleValueProbe(pol, pol.value)  # the probe that wraps the methods (subclasses)
     probed = simulate(tr, pol, budget=2)
     assert np.array_equal(plain.need_hit, probed.need_hit)
-    assert len(pol._memlens_value_probe.rows) > 0
+    assert len(probe.rows) > 0
 
 
 def test_derived_from_is_kept_on_write_rows(tmp_path):

@@ -136,6 +136,61 @@ def test_every_process_shares_one_kernel_cache(tmp_path):
     assert Path(got["dir"]) == Path(os.environ["NUMBA_CACHE_DIR"])
 
 
+def _simulate(small_trace, out: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "memlens", "simulate", f"trace={small_trace}",
+                           "policy=lru", "oracle.enabled=false", "mlflow.enabled=false",
+                           f"hydra.run.dir={out}"], capture_output=True, text=True, check=True)  # fmt: skip
+
+
+def test_simulate_announces_a_stage_it_compiles_and_times_it(tmp_path, small_trace):
+    """Off a terminal: the announcement and a line per stage on stderr, the seconds in
+    metrics.json's timing; the next run says nothing and spent nothing."""
+    warm.stamp(warm.kernel_stage(LRU(), False, 0)).unlink(missing_ok=True)
+    first = _simulate(small_trace, tmp_path / "a")
+    lines = first.stderr.splitlines()
+    assert lines[0].startswith("compiling kernels for lru") and "first run only" in lines[0]
+    assert any(line.startswith("  [1/") and line.endswith(" s") for line in lines)
+    timing = json.loads((tmp_path / "a" / "metrics.json").read_text())["timing"]
+    assert timing["compile_s"] > 0
+    second = _simulate(small_trace, tmp_path / "b")
+    assert "compiling kernels" not in second.stderr
+    assert json.loads((tmp_path / "b" / "metrics.json").read_text())["timing"]["compile_s"] == 0
+
+
+def test_cache_warm_takes_no_arguments():
+    proc = subprocess.run([sys.executable, "-m", "memlens", "cache", "warm", "now"],
+                          capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.startswith("error: cache warm takes no arguments")
+
+
+def test_a_stage_another_process_holds_is_taken_last_and_not_compiled_twice(cache):
+    """Another process compiling ``rule`` (its lock held here): this one compiles ``lru``
+    first, then waits for ``rule``, finds it stamped and does not run it."""
+    import fcntl
+    import threading
+    import time
+
+    calls, out = [], io.StringIO()
+    rule, lru = fake("rule", calls), fake("lru", calls)
+    lock = cache / warm.LOCKS / warm.stamp(rule).name
+    lock.parent.mkdir(parents=True)
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        worker = threading.Thread(target=warm.warm, args=([rule, lru],), kwargs={"stream": out})
+        worker.start()
+        deadline = time.monotonic() + 60
+        while calls != ["lru"] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert calls == ["lru"]  # the free stage first
+        warm.stamp(rule).parent.mkdir(parents=True, exist_ok=True)
+        warm.stamp(rule).touch()  # the other process finished
+        fcntl.flock(held, fcntl.LOCK_UN)
+    worker.join()
+    assert calls == ["lru"]  # rule was never compiled here
+    text = out.getvalue()
+    assert text.index("[2/2] lru") < text.index("[1/2] rule")
+
+
 def _pid_writer(label: str, folder: Path) -> warm.Stage:
     def run():
         (folder / label).write_text(str(os.getpid()))
