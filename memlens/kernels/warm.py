@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import platform
 import sys
 import tempfile
@@ -276,8 +277,13 @@ def _stage_lock(stage: Stage, blocking: bool) -> Iterator[bool]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _timed_run(stage: Stage) -> tuple[str, float, str | None]:
-    """(label, seconds, problem) of warming one stage, in whichever process runs it."""
+def _timed_run(stage: Stage, folder: str) -> tuple[str, float, str | None]:
+    """(label, seconds, problem) of warming one stage, in whichever process runs it; the
+    kernel cache ``folder`` is the caller's (a reused worker may have started under another)."""
+    from memlens._util import kernelcache
+
+    os.environ[kernelcache.ENV] = folder
+    kernelcache.configure()
     t0 = time.perf_counter()
     with _stage_lock(stage, blocking=True):  # another process compiling it: wait, then skip
         problem = None if stamp(stage).exists() else _run(stage)
@@ -292,7 +298,7 @@ def _warm_side_by_side(todo: list[Stage], jobs: int, stream) -> dict[str, float]
     start = time.perf_counter()
     done: dict[str, float] = {}
     runs = Parallel(n_jobs=jobs, backend="loky", return_as="generator_unordered")(
-        delayed(_timed_run)(stage) for stage in todo)  # fmt: skip
+        delayed(_timed_run)(stage, str(kernel_cache_dir())) for stage in todo)  # fmt: skip
     for i, (label, seconds, problem) in enumerate(runs, 1):
         done[label] = seconds
         COMPILE_S[label] = COMPILE_S.get(label, 0.0) + seconds
