@@ -37,7 +37,7 @@ from .archetypes import GENERATORS
 from .convert_locomo import PLACEMENTS, convert_locomo
 from .convert_taubench import SOURCES, convert_taubench
 from .needs_derivation import NeedsSettings
-from .openai_import import Roles, import_openai
+from .openai_import import Roles, import_openai, untraced_warning
 
 SYNTHETIC_TOKENS = "none (synthetic token sizes)"
 OUT_HELP = "the trace file to write (.jsonl, or .jsonl.gz to compress)"
@@ -146,9 +146,10 @@ def convert(settings: ConvertSettings) -> str:
     events, header = type(settings).converter(settings.src, **settings.options())
     validate(events, header, settings.out)
     n = write_trace(settings.out, events, header=header)
+    warning = untraced_warning(header)
     return (
         f"wrote {n} events to {settings.out} (tokenizer {header.get('tokenizer')})\n"
-        f"{json.dumps(header['report'], indent=None)}"
+        f"{json.dumps(header['report'], indent=None)}" + (f"\n{warning}" if warning else "")
     )
 
 
@@ -187,7 +188,7 @@ def import_logs(settings: ImportSettings) -> str:
         f"wrote {n} events to {settings.out} (tokenizer {header.get('tokenizer')}, "
         f"needs derived by {settings.needs.method})\n"
         f"{json.dumps(header['report'], indent=None)}"
-    )
+    ) + (f"\n{warning}" if (warning := untraced_warning(header)) else "")
 
 
 # ----------------------------------------------------------------------------- stats
