@@ -191,6 +191,69 @@ def import_logs(settings: ImportSettings) -> str:
     ) + (f"\n{warning}" if (warning := untraced_warning(header)) else "")
 
 
+# ---------------------------------------------------------------------------- derive
+@dataclass
+class DeriveSettings:
+    """Any trace (v1 or 1.1) with its needs re-derived from its texts, every id kept"""
+
+    trace: str = knob(MISSING, "the trace whose needs are derived again (.jsonl or .jsonl.gz)")
+    out: str = knob(MISSING, OUT_HELP)
+    overwrite: bool = knob(False, OVERWRITE_HELP)
+    keep_empty: bool = knob(False, "keep requests for which no need was derived")
+    calibrate: str | None = knob(
+        None, "a labelled trace: set the method's threshold on it for target_precision"
+    )
+    target_precision: float = knob(0.6, "calibrate: the least precision the threshold keeps")
+    needs: NeedsSettings = field(default_factory=lambda: NeedsSettings(method="bm25"))
+
+    def __post_init__(self) -> None:
+        if not 0 < self.target_precision <= 1:
+            raise ValueError(f"target_precision must be in (0, 1], got {self.target_precision}")
+
+
+def derive(settings: DeriveSettings) -> str:
+    """Re-derive (after calibrating, if asked), validate, then write; returns the summary."""
+    from pathlib import Path
+
+    from .calibrate_needs import calibrate
+    from .rederive import derive_trace, read_events
+
+    needs, lines = settings.needs, []
+    if settings.calibrate is not None:
+        _, labelled = read_events(settings.calibrate)
+        needs, _ = calibrate(labelled, needs, settings.target_precision,
+                             Path(settings.calibrate).name)  # fmt: skip
+        lines.append(f"calibrated on {needs.calibration}")
+    events, header = derive_trace(settings.trace, needs, settings.keep_empty)
+    validate(events, header, settings.out)
+    n = write_trace(settings.out, events, header=header)
+    warning = untraced_warning(header)
+    return "\n".join([*lines, f"wrote {n} events to {settings.out} (needs derived by "
+                       f"{needs.method})", json.dumps(header["report"]), *([warning] if warning
+                                                                          else [])])  # fmt: skip
+
+
+@dataclass
+class ScoreNeedsSettings:
+    """Precision, recall and F1 of one trace's needs against another's, per need"""
+
+    derived: str = knob(MISSING, "the trace whose needs are scored")
+    reference: str = knob(MISSING, "the trace whose needs are taken as right (same request ids)")
+    json: bool = knob(False, "print the scores as JSON instead of a table")
+
+
+def score_needs(settings: ScoreNeedsSettings) -> str:
+    from .rederive import read_events
+    from .score_needs import format_scores, score_events
+
+    _, derived = read_events(settings.derived)
+    _, reference = read_events(settings.reference)
+    s = score_events(derived, reference).as_dict()
+    if settings.json:
+        return json.dumps(s, indent=2)
+    return format_scores(s, settings.derived, settings.reference)
+
+
 # ----------------------------------------------------------------------------- stats
 @dataclass
 class StatsSettings:

@@ -84,7 +84,8 @@ class NeedsSettings:
     bm25_top_k: int = _setting(2, "bm25: at most this many items, best score first")
     bm25_ratio: float = _setting(0.8, "bm25: least score, as a share of the best item's")
     bm25_stem: bool = _setting(True, "bm25: stem words (PyStemmer, English) before matching")
-    answer: bool = _setting(True, "derive from a request's text and its meta.answer (data derive)")
+    answer: bool = _setting(True, "data derive: a request's meta.answer is part of its text")
+    item_dates: bool = _setting(True, "data derive: an item's date (from POSIX-second t) counts")
     calibration: str | None = _setting(None, "where the thresholds were calibrated (recorded)")
 
     def __post_init__(self) -> None:
