@@ -35,6 +35,7 @@ from memlens.trace.model import ITEM_TYPES
 
 from .archetypes import GENERATORS
 from .convert_locomo import PLACEMENTS, convert_locomo
+from .convert_longmemeval import convert_longmemeval
 from .convert_taubench import SOURCES, convert_taubench
 from .needs_derivation import NeedsSettings
 from .openai_import import Roles, import_openai, untraced_warning
@@ -85,7 +86,7 @@ class ConvertSettings:
 
     converter: ClassVar[Callable]
 
-    dataset: str = knob(MISSING, "the dataset to convert: dataset=locomo or dataset=taubench")
+    dataset: str = knob(MISSING, "the dataset: dataset=locomo, taubench or longmemeval")
     src: str = knob(MISSING, "the source file")
     out: str = knob(MISSING, OUT_HELP)
     overwrite: bool = knob(False, OVERWRITE_HELP)
@@ -129,9 +130,19 @@ class TaubenchSettings(ConvertSettings):
     keep_empty: bool = knob(False, "keep assistant turns for which no need was found")
 
 
+@dataclass
+class LongmemevalSettings(ConvertSettings):
+    """LongMemEval (longmemeval_s/m/oracle.json): has_answer turns are the needs (annotated)"""
+
+    converter = convert_longmemeval
+    dataset: str = "longmemeval"
+    turn_seconds: float = knob(30.0, "seconds between turns (LongMemEval dates sessions)")
+
+
 DATASETS: dict[str, type[ConvertSettings]] = {
     "locomo": LocomoSettings,
     "taubench": TaubenchSettings,
+    "longmemeval": LongmemevalSettings,
 }
 
 
