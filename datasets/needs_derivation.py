@@ -278,6 +278,11 @@ def terms(text: str) -> frozenset[str]:
     return frozenset(t.lower() for t in _TERM.findall(text)) - _STOPWORDS
 
 
+def _is_path(t: str) -> bool:
+    """``parse.py``, ``a/b``: a dot or slash between letters (not a decimal number)."""
+    return any(c in t for c in "./") and any(c.isalpha() for c in t)
+
+
 def salient_terms(text: str, df: Counter, n_docs: int, rare_share: float) -> set[str]:
     """The terms of a step that point at a source: identifiers (letters with digits or ``_``),
     numbers of two or more digits, capitalised names, and words in at most ``rare_share`` of
@@ -288,7 +293,7 @@ def salient_terms(text: str, df: Counter, n_docs: int, rare_share: float) -> set
         if t in _STOPWORDS:
             continue
         has_digit = any(c.isdigit() for c in t)
-        ident = has_digit and any(c.isalpha() for c in t) or "_" in t
+        ident = has_digit and any(c.isalpha() for c in t) or "_" in t or _is_path(t)
         number = t.isdigit() and len(t) >= 2
         name = raw[0].isupper() and len(raw) > 1 and t.isalpha()
         rare = len(t) >= 3 and df.get(t, 0) <= max(1.0, rare_share * n_docs)
@@ -371,7 +376,8 @@ def embedding_needs(
 def attribute(need: str, step_terms: frozenset[str], earlier: list[Earlier],
               vocab: Vocabulary) -> tuple[Need, list[str]]:  # fmt: skip
     """A lexical method's need, made a group when it is an assistant's repeat: ``(need, the
-    values it shares with the step)``.  An assistant item whose shared values were all
+    values it shares with the step)``; ``step_terms`` are the step's values (salient terms:
+    identifiers, paths, numbers, names, rare words).  An assistant item whose shared values were all
     introduced by earlier items is never the sole source: the need becomes the group of the
     introducer of its most specific (highest IDF) shared value and the item itself."""
     pos = next(k for k, e in enumerate(earlier) if e.id == need)
@@ -424,7 +430,8 @@ class Deriver:
             from .bm25_needs import bm25_needs
 
             found += bm25_needs(self.bm25, step.text, earlier, rows, s.bm25_top_k, s.bm25_ratio)
-        step_terms = terms(step.text)
+        step_terms = frozenset(salient_terms(step.text, self.vocab.df, self.vocab.n_docs,
+                                             s.rare_share))  # fmt: skip
         for ident in dict.fromkeys(found):
             need, values = attribute(ident, step_terms, earlier, self.vocab)
             res.needs.append(need)
