@@ -14,6 +14,8 @@ import functools
 
 import numpy as np
 
+from .text_terms import _STOPWORDS, _TERM
+
 
 @functools.lru_cache(maxsize=1)
 def _stemmer():
@@ -24,8 +26,6 @@ def _stemmer():
 
 def words(text: str, stem: bool) -> list[str]:
     """The matching words of ``text``: its terms (in order, repeats kept), stemmed if asked."""
-    from .needs_derivation import _STOPWORDS, _TERM
-
     out = [t for t in (w.lower() for w in _TERM.findall(text)) if t not in _STOPWORDS]
     return _stemmer().stemWords(out) if stem and out else out
 
