@@ -128,6 +128,9 @@ class TaubenchSettings(ConvertSettings):
         "a value in several messages: alternatives (any will do) | first | last",
     )
     keep_empty: bool = knob(False, "keep assistant turns for which no need was found")
+    commands: bool = knob(
+        False, "split prose/commands in arguments into values (false: the shipped trace)"
+    )
 
 
 @dataclass

@@ -74,6 +74,12 @@ class NeedsSettings:
     bm25_top_k: int = _setting(2, "bm25: at most this many items, best score first")
     bm25_ratio: float = _setting(0.8, "bm25: least score, as a share of the best item's")
     bm25_stem: bool = _setting(True, "bm25: stem words (PyStemmer, English) before matching")
+    commands: bool = _setting(
+        True,
+        "args: a string no item holds whole is read as a command/code, its parts traced "
+        "(false: whole values only, no provenance record: the derivation before format 1.1's "
+        "provenance, which made the shipped tau-bench trace)",
+    )
     answer: bool = _setting(True, "data derive: a request's meta.answer is part of its text")
     item_dates: bool = _setting(True, "data derive: an item's date (from POSIX-second t) counts")
     calibration: str | None = _setting(None, "where the thresholds were calibrated (recorded)")
@@ -106,10 +112,12 @@ class NeedsSettings:
 
     def describe(self) -> dict:
         """The header's ``needs`` block: the method, the settings it uses, and a label."""
-        used = {"args": ("pick",), "overlap": ("overlap_", "rare_share"),
+        used = {"args": ("pick", "commands"), "overlap": ("overlap_", "rare_share"),
                 "embedding": ("embedding_",), "bm25": ("bm25_",)}  # fmt: skip
         prefixes = sum((used[m] for m in (used if self.method == "union" else [self.method])), ())
         settings = {k: v for k, v in asdict(self).items() if k.startswith(prefixes)}
+        if not self.commands:  # a header without it: whole values, as before
+            settings.pop("commands", None)
         if self.calibration is not None:
             settings["calibration"] = self.calibration
         return {"method": self.method, **settings, "evidence": "derived"}
@@ -221,14 +229,16 @@ def traced_values(args) -> list[tuple[str, str]]:
     return out
 
 
-def args_needs(arguments: list, earlier: list[Earlier], pick: str) -> ArgsResult:
+def args_needs(arguments: list, earlier: list[Earlier], pick: str,
+               commands: bool = True) -> ArgsResult:  # fmt: skip
     """The ``args`` method: each argument value's source item(s) among ``earlier``.  A string
     some item holds whole is one value; otherwise its parts are (:func:`traced_values`)."""
     res = ArgsResult(needs=[], unmatched=[])
     for args in arguments:
         for arg, value in argument_values(args):
             hits, pinned = holders(value, earlier)
-            todo = [(arg, value)] if hits else traced_values({arg: value}) or [(arg, value)]
+            whole = hits or not commands
+            todo = [(arg, value)] if whole else traced_values({arg: value}) or [(arg, value)]
             for a, v in todo:
                 res.values += 1
                 hits, pinned = (hits, pinned) if v == value else holders(v, earlier)
@@ -409,7 +419,7 @@ class Deriver:
         s, method = self.settings, self.settings.method
         res = ArgsResult(needs=[])
         if method in ("args", "union"):
-            res = args_needs(step.arguments, earlier, s.pick)
+            res = args_needs(step.arguments, earlier, s.pick, s.commands)
         found: list[str] = []
         if method in ("overlap", "union"):
             found += overlap_needs(step.text, earlier, self.vocab, s)

@@ -243,6 +243,7 @@ class Builder:
     untraced_by_tool: Counter = field(default_factory=Counter)
     events: list[dict] = field(default_factory=list)
     steps: int = 0  # assistant turns so far: the next one's row among the deriver's steps
+    provenance: bool = True  # record each need's values in the request's meta
 
     def write(self, conv: Conversation, ident: str, ty: str, text: str, t: float, meta: dict,
               cost: float | None = None) -> None:  # fmt: skip
@@ -282,7 +283,7 @@ class Builder:
             meta["values"], meta["values_matched"] = res.values, res.found + res.system_only
         if res.unmatched:
             meta["unmatched"] = res.unmatched
-        if res.sources:  # which values produced which need
+        if res.sources and self.provenance:  # which values produced which need
             meta["provenance"] = res.sources
         if isinstance(msg.raw.get("usage"), dict):
             meta["usage"] = msg.raw["usage"]
@@ -357,7 +358,7 @@ def build_events(convs: list[Conversation], needs: NeedsSettings, roles: Roles, 
     items = [t for i, _ in per for t in i]
     steps = [t for _, s in per for t in s]
     deriver = Deriver(needs, items, steps)
-    b = Builder(roles, tok, keep_empty)
+    b = Builder(roles, tok, keep_empty, provenance=needs.commands)
     start = 0
     for conv, (its, _) in zip(convs, per, strict=True):
         b.conversation(conv, deriver, list(range(start, start + len(its))))
@@ -369,8 +370,9 @@ def header_of(b: Builder, needs: NeedsSettings, roles: Roles, tok, extra: dict) 
     """The trace header: provenance, roles, the needs method and the report."""
     head = {**extra, **tok.describe(), "roles": asdict(roles), "needs": needs.describe(),
             "evidence": "derived", "report": dict(sorted(b.report.items())),
-            "unmatched_by_argument": dict(b.unmatched.most_common()),
-            "untraced_by_tool": dict(b.untraced_by_tool.most_common())}  # fmt: skip
+            "unmatched_by_argument": dict(b.unmatched.most_common())}  # fmt: skip
+    if needs.commands:
+        head["untraced_by_tool"] = dict(b.untraced_by_tool.most_common())
     if b.report["request_needs_with_alternatives"]:
         head["version"] = ALTERNATIVES_VERSION
     return head

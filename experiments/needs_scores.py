@@ -135,7 +135,7 @@ def tau_share() -> dict:
                     found += bool(holders(value, earlier)[0])
             earlier.append(Earlier("x", msg.text, msg.role == "system"))
             earlier += [Earlier("c", f"{n}({t})") for n, t, _ in msg.calls]
-    _, header = convert_taubench(TAUBENCH)
+    _, header = convert_taubench(TAUBENCH, commands=True)
     r = header["report"]
     return {"before_values": whole, "before_traced": found,
             "after_values": r["argument_values"], "after_untraced": r["values_unmatched"],
