@@ -61,3 +61,19 @@ def test_bad_input_names_field(tmp_path, edit, where):
     bad.write_text(json.dumps(data))
     with pytest.raises(SourceError, match=where.replace("[", r"\[").replace("]", r"\]")):
         convert_longmemeval(bad)
+
+
+def test_derive_and_score_refuse_bad_input_before_work(tmp_path, capsys):
+    """A missing trace, an unknown method, a bad target: exit 2, one error line, nothing
+    written."""
+    out = tmp_path / "o.jsonl"
+    assert data_main(["derive", f"trace={tmp_path / 'none.jsonl'}", f"out={out}"]) == 2
+    assert data_main(["derive", f"trace={TINY}", f"out={out}", "needs.method=magic"]) == 2
+    assert data_main(["derive", f"trace={TINY}", f"out={out}", "target_precision=2"]) == 2
+    assert (
+        data_main(["score-needs", f"derived={tmp_path / 'none.jsonl'}", f"reference={TINY}"]) == 2
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err and all(line.startswith("error: ") for line in err)
+    assert "needs.method must be one of" in "\n".join(err)
+    assert not out.exists()
