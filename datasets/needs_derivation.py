@@ -76,9 +76,8 @@ class NeedsSettings:
     bm25_stem: bool = _setting(True, "bm25: stem words (PyStemmer, English) before matching")
     commands: bool = _setting(
         True,
-        "args: a string no item holds whole is read as a command/code, its parts traced "
-        "(false: whole values only, no provenance record: the derivation before format 1.1's "
-        "provenance, which made the shipped tau-bench trace)",
+        "args: split commands/code no item holds whole into traced parts (false: whole "
+        "values, no meta.provenance, as the shipped tau-bench trace)",
     )
     answer: bool = _setting(True, "data derive: a request's meta.answer is part of its text")
     item_dates: bool = _setting(True, "data derive: an item's date (from POSIX-second t) counts")

@@ -203,7 +203,9 @@ usage: memlens data score-needs derived=A reference=B [json=true]
 def derive_help() -> str:
     lines = _setting_lines(DeriveSettings, frozenset({"needs"}))
     lines += ["", f"needs.*: {_summary(NeedsSettings)}"]
-    lines += [f"  needs.{line.lstrip()}" for line in _setting_lines(NeedsSettings)]
+    for line in _setting_lines(NeedsSettings):
+        line = line.replace("method=args ", "method=bm25") if "method=args" in line else line
+        lines.append(f"  needs.{line.lstrip()}")
     return "\n".join([DERIVE_HEAD.rstrip(), "", *lines]).replace("$", "$$") + "\n"
 
 
