@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup run test test-all bench lint format clean
+.PHONY: setup run test test-all bench lint format docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -13,13 +13,16 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# compile the kernels once, here, into the kernel cache (a second time: a line, at once)
 setup: $(STAMP)
+	$(VENV)/bin/memlens cache warm
 
 run: setup
 	$(VENV)/bin/memlens compare
 
 test: setup
 	$(VENV)/bin/ruff check .
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir $$(mktemp -d)
 	$(PY) -m pytest -n 2
 
 test-all: setup
@@ -33,6 +36,9 @@ lint: setup
 
 format: setup
 	$(VENV)/bin/ruff format . && $(VENV)/bin/ruff check --fix .
+
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 clean:
 	rm -rf outputs multirun mlflow.db mlflow.db.lock mlflow.db-wal mlflow.db-shm mlartifacts .pytest_cache

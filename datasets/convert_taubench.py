@@ -10,7 +10,7 @@ the earlier messages holding it.  When several messages hold a value, the defaul
 ``source="alternatives"`` says so (trace format 1.1: the need is met when any of them is
 resident); ``first`` (where the value entered the conversation) and ``last`` (its latest
 mention) pick one, as earlier versions did.  Which pick is made decides the tau-bench verdicts
-(docs/datasets.md), which is why the default does not pick.
+(docs/how-to/own-logs.md), which is why the default does not pick.
 """
 
 from __future__ import annotations

@@ -18,6 +18,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from memlens._util.kernelcache import configure as _configure_kernel_cache
+
+# numba's cache folder, set before anything imports numba (memlens._util.kernelcache)
+_configure_kernel_cache()
+
 #: Public name -> "module:attribute", imported on first use.
 _PUBLIC = {
     "Policy": "memlens.policy:Policy",

@@ -50,6 +50,7 @@ import numpy as np
 from memlens.policy import (
     ADMIT_FETCH,
     ADMIT_WRITE,
+    COMPILED_KERNELS,
     Policy,
     PolicyContext,
     PolicyError,
@@ -154,15 +155,27 @@ def simulate(
             raise ValueError("request-time retrieval with promotion needs engine=reference or auto")
         kernel = None
     if engine == "fast" and kernel is None:
-        raise ValueError(
-            f"policy {policy.name!r} ({type(policy).__name__}) has no fast kernel registered for "
-            "its exact class; use engine=reference"
-        )
+        raise ValueError(no_kernel_message(policy, hook is not None))
     if kernel is not None and engine in ("auto", "fast"):
         from memlens.kernels import run_kernel
 
         return run_kernel(kernel, policy, trace, budget, bool(demand_fetch), seed)
     return _simulate_reference(trace, policy, budget, demand_fetch, seed, progress, hook)
+
+
+def no_kernel_message(policy: Policy, hooked: bool = False) -> str:
+    """Why ``engine=fast`` cannot replay ``policy``: no kernel for its exact class, or one that
+    does not reproduce this instance (its settings, or a value probe watching its methods)."""
+    who = f"policy {getattr(policy, 'name', '?')!r} ({type(policy).__name__})"
+    target = COMPILED_KERNELS.get(type(policy))
+    if target is None:
+        return (f"{who} has no fast kernel registered for its exact class (a subclass does not "
+                "inherit its parent's); use engine=auto or engine=reference")  # fmt: skip
+    why = getattr(policy, "kernel_unsupported_reason", None) or (
+        "its kernel_supported() says the kernel does not reproduce these settings"
+    )
+    return (f"{who}: no fast kernel for this instance: {why} ({target}); use engine=auto or "
+            "engine=reference")  # fmt: skip
 
 
 def _simulate_reference(

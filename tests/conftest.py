@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
 import shutil
 import socket
@@ -16,6 +17,9 @@ import pytest
 from helpers import memlens
 from hypothesis import HealthCheck, settings
 
+from memlens._util.kernelcache import ENV as KERNEL_CACHE_ENV
+from memlens._util.kernelcache import kernel_cache_dir
+
 settings.register_profile(
     "memlens",
     deadline=None,
@@ -25,6 +29,12 @@ settings.register_profile(
 )
 settings.load_profile("memlens")
 
+# Compiled kernels are the exception: numba keys them by source and machine, so sharing them is
+# safe, and every test process (xdist workers, the memlens processes tests start) finding the
+# kernels one of them compiled is the point.  The folder is fixed before MEMLENS_CACHE moves.
+os.environ.setdefault(KERNEL_CACHE_ENV, str(kernel_cache_dir()))
+os.environ["NUMBA_CACHE_DIR"] = os.environ[KERNEL_CACHE_ENV]
+
 # Oracle bounds and embeddings are cached on disk; tests (and the memlens processes they start,
 # which inherit the environment) must neither read a user's cache nor leave files in it.
 _CACHE = tempfile.mkdtemp(prefix="memlens-test-cache-")
@@ -32,6 +42,23 @@ os.environ["MEMLENS_CACHE"] = _CACHE
 atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_sessionstart(session) -> None:
+    """Compile every kernel once for the whole run, before any test, under a file lock: the
+    first process (the xdist controller, or a worker) compiles, every other one waits for it
+    and then finds the stamps (``memlens.kernels.warm``) and numba's entries.  Without it each
+    xdist worker compiled the kernels its first tests needed, at the same time, for itself.
+    ``MEMLENS_TEST_WARM=0`` skips it (the kernels then compile when first used)."""
+    if os.environ.get("MEMLENS_TEST_WARM", "1") == "0":
+        return
+    from memlens.cli.cache import warm_all
+
+    folder = kernel_cache_dir() / "memlens-stamps"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".warm.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        warm_all(progress=False)
 
 
 @pytest.fixture

@@ -13,19 +13,24 @@ How it is built, and why it costs little:
   working-memory move log (admit, decline, evict, promote) aligned with the tier log
   (demote: short-term cache -> long-term store; compress: an item stored compressed in the
   long-term store), and the retrieval record (retrieve);
-* values come from a :class:`ValueProbe` attached to a scoring policy (one with ``value(item,
-  t)``, the rule scorer, or ``scores(items, t)``, the scan baselines) before the replay: it wraps
-  the policy's methods on the instance and asks the policy for the item's value at inserts,
-  evictions, uses and annotations.  Those policies run on the reference engine anyway; a
-  policy with a compiled kernel (window, LRU) has no values, so its replay is untouched.  The
-  rule scorer gets its own probe (:class:`RuleValueProbe`): its value formula inlined over the
-  stream's state, and no exponential where the item's clock has just restarted (the same
-  floats, bit for bit, tested; `benchmarks/bench_eventlog.py` measures what the log costs);
+* values: for the bundled scoring policies (the rule scorer, MemoryBank, MemoryOS heat: their
+  exact classes) they are computed after the replay, from the trace and the move log, by one
+  compiled pass (:class:`KernelValues`, ``memlens.kernels.values``): nothing wraps the policy,
+  so it replays on its compiled kernel with the full log, and the records are the reference
+  probe's bit for bit (tested per policy).  Any other scoring policy (one with ``value(item,
+  t)``, ``retention`` or ``heat``, or a scan policy's ``scores(items, t)``; a subclass of a
+  bundled one) gets a :class:`ValueProbe` before the replay: it wraps the policy's methods on
+  the instance and asks the policy for the item's value at inserts, evictions, uses and
+  annotations, which a compiled kernel never calls, so that replay runs on the reference
+  engine (``engine=fast`` says so).  A subclass of the rule scorer gets its own probe
+  (:class:`RuleValueProbe`): its value formula inlined over the stream's state, and no
+  exponential where the item's clock has just restarted (the same floats, bit for bit,
+  tested).  ``benchmarks/bench_eventlog.py`` measures what the log costs;
   ``rescore`` rows (a use or an annotation changed a value) can be sampled
   (``events.rescore_sample``), deterministically by (item, event).
 
 Row order is replay order: by event, then the trace's own row, hits and misses, rescores,
-then moves in the order they happened.  Columns: see :data:`COLUMNS` and ``docs/ui.md``.
+then moves in the order they happened.  Columns: see :data:`COLUMNS` and ``docs/how-to/debug-in-the-page.md``.
 """
 
 from __future__ import annotations
@@ -157,6 +162,10 @@ class ValueProbe:
         # the probe watches the policy's Python methods, which a compiled kernel never calls:
         # a watched policy replays on the reference engine
         policy.kernel_supported = lambda: False
+        policy.kernel_unsupported_reason = (
+            "the event log's value probe (events.values=true) watches its Python methods, which "
+            "a kernel never calls; events.values=false replays it on its kernel"
+        )
 
     def _bind_value(self):
         """``val(item, t)``, total: the policy's own method, nan where it has no value for the
@@ -339,10 +348,73 @@ class RuleValueProbe(ValueProbe):
         return wrapped
 
 
-def attach_probe(policy, cfg: EventLogConfig | None) -> ValueProbe | None:
-    """Attach a :class:`ValueProbe` when the log is on and the policy scores its items."""
+class KernelValues:
+    """The value records of the rule scorer, MemoryBank and MemoryOS heat (exact classes),
+    computed after the replay from its move log by ``memlens.kernels.values``: the same
+    records as a :class:`ValueProbe`'s, bit for bit, with nothing wrapped, so the policy
+    replays on its compiled kernel.  :func:`build_event_log` binds the finished replay."""
+
+    def __init__(self, policy, rescore_sample: float = 1.0) -> None:
+        self.policy, self.rate = policy, float(rescore_sample)
+        self.trace = self.result = None
+        self._cols: dict[str, np.ndarray] | None = None
+
+    def bind(self, trace, result) -> None:
+        self.trace, self.result, self._cols = trace, result, None
+
+    def _mode(self):
+        """(mode, parameters, per-item arrays) of :func:`memlens.kernels.values.records`."""
+        from memlens.kernels import values as kv
+        from memlens.policies.memorybank import MemoryBank
+        from memlens.policies.memoryos_heat import MemoryOSHeat
+        from memlens.trace.features import static_value
+
+        p, trace = self.policy, self.trace
+        if type(p) is MemoryBank:
+            return kv.MEMORYBANK, [p.time_unit_s, p.initial_strength, p.strength_increment], {}
+        if type(p) is MemoryOSHeat:
+            return (
+                kv.HEAT,
+                [p.tau_s, p.alpha, p.beta, p.gamma],
+                {"length": trace.item_tokens / p.length_unit},
+            )
+        base = static_value(trace, p.type_base, p.boosts, p.cost_threshold, p.cost_boost)
+        params = [len(p.lam), p.use_cap, p.use_boost, 0.0, *p.lam, *p.floor]
+        return kv.RULE, params, {"typ": trace.item_type, "base": base}
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The records (event, item, what, before, after), by event (a replay's order)."""
+        if self.result is None:
+            raise RuntimeError("KernelValues: no replay bound yet (build_event_log binds it)")
+        if self._cols is None:
+            from memlens.kernels.values import records
+
+            mode, params, arrays = self._mode()
+            self._cols = records(mode, np.asarray(params, np.float64), self.trace, self.result,
+                                 self.rate, **arrays)  # fmt: skip
+        return self._cols
+
+
+def kernel_valued(policy) -> bool:
+    """Whether ``policy``'s values come from :class:`KernelValues` (its exact class is one
+    ``memlens.kernels.values`` mirrors)."""
+    from memlens.policies.memorybank import MemoryBank
+    from memlens.policies.memoryos_heat import MemoryOSHeat
+    from memlens.policies.rule import RuleScorer
+
+    return type(policy) in (RuleScorer, MemoryBank, MemoryOSHeat)
+
+
+def attach_probe(policy, cfg: EventLogConfig | None) -> ValueProbe | KernelValues | None:
+    """Attach the value records when the log is on and the policy scores its items:
+    :class:`KernelValues` for the bundled scoring policies (they keep their kernels), a
+    :class:`ValueProbe` for any other (it replays on the reference engine)."""
     if cfg is None or not (cfg.enabled and cfg.values):
         return None
+    if kernel_valued(policy):
+        probe = KernelValues(policy, cfg.rescore_sample)
+        policy._memlens_value_probe = probe
+        return probe
     value = value_function(policy)
     if value is None:
         return None
@@ -552,6 +624,8 @@ def build_event_log(run) -> dict[str, np.ndarray]:
     sorted in replay order; string columns are codes into :data:`KINDS`, :data:`TIERS`,
     :data:`REASONS` and the trace's tables (see :func:`write_event_log`)."""
     probe = getattr(run.policy, "_memlens_value_probe", None)
+    if isinstance(probe, KernelValues):
+        probe.bind(run.trace, run.result)
     rows = _Rows()
     _trace_rows(rows, run.trace)
     _need_rows(rows, run.trace, run.result, run.tiers)

@@ -1,6 +1,6 @@
 """Metrics of a replay: per run, per stream and per request.
 
-Definitions (the README repeats them; tests check each on hand-computed traces):
+Definitions (docs/concepts/metrics.md repeats them; tests check each on hand-computed traces):
 
 ``hit_rate``             needed references present in working memory / all needed references
                          (micro-averaged over requests and streams).
@@ -394,6 +394,13 @@ for _key, _desc, _hib in _RETRIEVAL:
 _TIMING = [
     ("events_per_s", "events replayed per second of replay (not trace loading)", True, ",.0f"),
     ("wall_s", "replay wall time, seconds", False, ".3f"),
+    (
+        "compile_s",
+        "seconds the command spent compiling this run's kernels before it began "
+        "(memlens.kernels.warm; 0: compiled by an earlier run)",
+        False,
+        ".1f",
+    ),
     ("engine", "the engine that replayed (reference or fast)", None, "s"),
     ("oracle_solve_s", "time to solve (or fetch) the oracle bounds", False, ".3f"),
     ("oracle_cached", "the bounds came from a cache", None, "s"),

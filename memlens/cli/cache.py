@@ -2,6 +2,8 @@
 
 ``memlens cache info``           per kind: entries, size, least/most recent use, orphans; the cap
 ``memlens cache clear [KIND]``   delete the entries and orphans of every kind, or of one kind
+``memlens cache warm``           compile every bundled kernel now (``make setup`` does), so that
+                                no later command compiles (``memlens.kernels.warm``)
 
 The caches heal themselves (``memlens._util.safecache``: damaged entries are rebuilt, orphaned temp
 files removed, the size capped), so these commands are for looking and for reclaiming space,
@@ -18,15 +20,18 @@ import time
 
 from memlens._util import safecache
 from memlens._util.cachedir import KINDS, cache_dir, cache_root
+from memlens._util.kernelcache import kernel_cache_dir
 from memlens.analyze.table import format_table
 from memlens.config.app import subcommand
 
-USAGE = f"""usage: memlens cache info | clear [KIND]
+USAGE = f"""usage: memlens cache info | clear [KIND] | warm
 
 commands:
   info          per kind of cache: entries, size, least and most recent use, orphaned files
   clear [KIND]  delete the entries and orphaned files of every kind, or of KIND
                 (KIND: {", ".join(KINDS)})
+  warm          compile every registered policy's kernel, the oracle's, the tier replay and
+                the bulk trace reader into the kernel cache (skips what is compiled already)
 
 The cache root is $MEMLENS_CACHE (else ~/.cache/memlens).  {safecache.MAX_BYTES_ENV} caps the
 total size of the entries (bytes or 512M, 2G, ...; default 2G): least recently used go first.
@@ -117,11 +122,30 @@ def clear(kinds: list[str]) -> str:
     return f"removed {files} {noun} ({size_text(nbytes)}) from {cache_root()} ({', '.join(kinds)})"
 
 
+def warm_all(progress: bool | None = None, jobs: int | None = None) -> str:
+    """Compile every stage a run could need (each registered policy's kernel with its default
+    settings, the oracle, the tier replay, the bulk reader), on ``jobs`` processes (None: every
+    core); one line saying what was done."""
+    from memlens.cli.replay import composed_policy
+    from memlens.config.schema import build_policy
+    from memlens.config.store import registered_policies
+    from memlens.kernels.warm import reader_stage, stages_for, warm
+
+    policies = [build_policy(composed_policy(name, [])) for name in registered_policies()]
+    stages = [reader_stage(), *stages_for(policies, demand_fetch=False, seed=0, oracle=True,
+                                          tiers=True)]  # fmt: skip
+    done = warm(stages, progress, jobs=jobs or os.cpu_count() or 1)
+    where = kernel_cache_dir()
+    if not done:
+        return f"every kernel stage ({len(stages)}) is compiled already (in {where})"
+    return f"compiled {len(done)} of {len(stages)} kernel stages into {where}"
+
+
 def _problem(command: str, rest: list[str]) -> str | None:
-    if command == "info":
-        return f"cache info takes no arguments, got {' '.join(rest)!r}" if rest else None
+    if command in ("info", "warm"):
+        return f"cache {command} takes no arguments, got {' '.join(rest)!r}" if rest else None
     if command != "clear":
-        return f"unknown cache command {command!r} (commands: info, clear)"
+        return f"unknown cache command {command!r} (commands: info, clear, warm)"
     if len(rest) > 1:
         return f"cache clear takes at most one kind, got {' '.join(rest)!r}"
     if rest and rest[0] not in KINDS:
@@ -141,6 +165,8 @@ def main(argv: list[str]) -> int:
         return 2
     if command == "info":
         print(info_text())
+    elif command == "warm":
+        print(warm_all(progress=None))
     else:
         print(clear(rest or list(KINDS)))
     return 0

@@ -136,7 +136,7 @@ events_per_stream and every knob set off its default: the same knobs give the sa
 byte for byte.  ??? = required.
 """
 CONVERT_HEAD = """\
-memlens data convert: convert a real dataset into a trace (docs/datasets.md).
+memlens data convert: convert a real dataset into a trace (docs/how-to/own-logs.md).
 
 usage: memlens data convert dataset=NAME src=PATH out=PATH [option=value ...]
 
@@ -165,7 +165,7 @@ def convert_help() -> str:
 
 IMPORT_HEAD = """\
 memlens data import: your agent's logs (OpenAI chat-completions messages) into a trace whose
-needs are derived by a named method (docs/datasets.md, "Bring your own traces").
+needs are derived by a named method (docs/how-to/own-logs.md, "Bring your own traces").
 
 usage: memlens data import openai FILE|DIR out=PATH [setting=value ...]
        (the same as format=openai src=FILE|DIR)

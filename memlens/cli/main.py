@@ -26,7 +26,7 @@ commands:
              (reference=lru: paired differences to lru, with intervals)
   recommend  compare, then the cheapest policy x budget whose metric reaches target=T
   data       trace tools: generate, convert, stats  (memlens data --help)
-  cache      the caches: info, clear [KIND]  (memlens cache --help)
+  cache      the caches: info, clear [KIND], warm  (memlens cache --help)
   feedback   feedback store: import-trace, simulate, show, apply  (memlens feedback --help)
   train      a model for policy=learned from a split (split=taubench label.kind=hindsight)
   tune       Optuna over a policy's constants on a split (hparams_search=rule split=locomo
@@ -37,7 +37,7 @@ commands:
 examples:
   memlens simulate trace=my.jsonl policy=lru budget=2048 demand_fetch=false
   memlens simulate -m policy=window,lru budget=512,1024,2048
-  memlens compare budgets=[512,1024,2048,4096] policies=[lru,rule] policy.admit_threshold=0.3
+  memlens compare budgets=[512,1024,2048,4096] policies=[rule] policy.admit_threshold=0.3
   memlens compare reference=lru stats.bootstrap=2000 stats.ci=0.95
   memlens recommend target=0.6 metric=request_success budgets=[1024,2048,4096]
 

@@ -71,7 +71,7 @@ def check_simulate(cfg: DictConfig) -> Callable[[], None]:
                             "oracle.enabled=false turns the oracle off: set oracle.enabled=true")  # fmt: skip
     check_engine(settings, {getattr(policy, "name", type(policy).__name__): policy})
     check_files(settings, [settings.trace])
-    return trace_loader(settings, [settings.trace])
+    return trace_loader(settings, [settings.trace], [policy], tiers=True)
 
 
 _POLICY_CONFIGS: dict[tuple[str, tuple[str, ...]], object] = {}
@@ -134,7 +134,7 @@ def check_jobs(settings: CompareConfig, names: list[str]) -> Callable[[], None]:
     check_reference(settings.reference, names)
     traces = settings.traces or [settings.trace]
     check_files(settings, traces)
-    return trace_loader(settings, traces)
+    return trace_loader(settings, traces, list(policies.values()))
 
 
 def check_compare(cfg: DictConfig) -> Callable[[], None]:
@@ -415,19 +415,39 @@ def interval_notes(rows: list[Row], columns: list[str], settings: CommonConfig,
     return notes
 
 
+def print_full_table(rows: list[Row], settings: CompareConfig) -> None:
+    """``table=full``: every summary metric of every job, one row each, and the notes."""
+    shown = ["trace", "policy", "budget", *summary_columns(settings.retrieval.enabled)]
+    ref = settings.reference
+    print(format_table(shown_rows(rows, shown, ref, VS_METRIC),
+                       shown + ([f"vs {ref}"] if ref else [])))  # fmt: skip
+    print()
+    for line in interval_notes(rows, shown, settings, ref, VS_METRIC):
+        print(line)
+
+
+def print_verdict(rows: list[Row], settings: CompareConfig) -> None:
+    """The default: per budget, the ranked policies and one sentence (memlens.analyze.verdict);
+    the reference is ``reference``, or LRU when it was compared."""
+    from memlens.analyze.verdict import verdict_lines
+
+    compared = {r.values["policy"] for r in rows}
+    ref = settings.reference or ("lru" if "lru" in compared else None)
+    for line in verdict_lines(rows, VS_METRIC, ref, settings.stats):
+        print(line)
+    print("every metric of every job: table=full, or compare.csv / compare.json")
+
+
 def compare_task(cfg: DictConfig) -> list[dict]:
     """``memlens compare``: every (trace, policy, budget) through the pipeline, one table."""
     from memlens.runs.tracking import exit_if_required
 
     settings: CompareConfig = resolve(cfg)
     rows, sweep = run_compare(settings, cfg)
-    shown = ["trace", "policy", "budget", *summary_columns(settings.retrieval.enabled)]
-    ref = settings.reference
-    table = shown_rows(rows, shown, ref, VS_METRIC)
-    print(format_table(table, shown + ([f"vs {ref}"] if ref else [])))
-    print()
-    for line in interval_notes(rows, shown, settings, ref, VS_METRIC):
-        print(line)
+    if settings.table == "full":
+        print_full_table(rows, settings)
+    else:
+        print_verdict(rows, settings)
     if settings.stability and rows:  # several derivations: does the ranking hold?
         from memlens.analyze.stability import (
             compare_rows,

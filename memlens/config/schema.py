@@ -174,6 +174,9 @@ class RunConfig(CommonConfig):
         check_budget(self.budget)
 
 
+TABLES = ("verdict", "full")  # compare's printed output (memlens.analyze.verdict)
+
+
 @dataclass
 class CompareConfig(CommonConfig):
     """``memlens compare``: every (trace, policy, budget), each replayed as ``simulate`` would."""
@@ -187,6 +190,10 @@ class CompareConfig(CommonConfig):
     # a compared policy: every row also gets its paired difference to this policy (same trace,
     # same budget, same streams) with a bootstrap interval, and the table a `vs <reference>` column
     reference: str | None = None
+    # what compare prints: verdict (per budget, the policies ranked by hit_rate with the paired
+    # difference to `reference`, or to lru when it is compared; memlens.analyze.verdict) or full
+    # (every summary metric of every job in one wide table); compare.csv/json are the same either way
+    table: str = "verdict"
     # the sweep (memlens.runs.sweep): worker processes (-1: every core); a sweep replaying fewer
     # events than parallel_min_events in total runs serially (starting workers costs seconds);
     # resume: skip jobs an earlier run of the same sweep finished (memlens.runs.resume)
@@ -207,6 +214,8 @@ class CompareConfig(CommonConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.table not in TABLES:
+            raise ValueError(f"table must be {' or '.join(TABLES)}, got {self.table!r}")
         if self.n_jobs != -1 and not (type(self.n_jobs) is int and 1 <= self.n_jobs <= 4096):
             raise ValueError(f"n_jobs must be -1 (every core) or a number of worker processes "
                              f"from 1 to 4096, got {self.n_jobs!r}")  # fmt: skip

@@ -21,7 +21,7 @@ person's or the simulated user's interventions.
 
 The store is one SQLite file (WAL mode, a busy timeout, each ``add`` one ``BEGIN IMMEDIATE``
 transaction) so that many processes can write at once without losing a row; its schema is
-versioned with ``PRAGMA user_version`` and documented in ``docs/feedback.md``.
+versioned with ``PRAGMA user_version`` and documented in ``docs/how-to/feedback-and-training.md``.
 """
 
 from __future__ import annotations

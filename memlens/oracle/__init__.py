@@ -3,7 +3,7 @@
 ``solve(trace, budget, demand_fetch)`` gives, per stream and summed, ``upper`` (no policy of the
 class can score more hits) and ``lower`` (hits of a schedule the simulator replays as
 ``policy=oracle``).  ``memlens.analyze.oracle_report`` turns them into the ``oracle`` section of
-metrics.json and the ``oracle_upper`` / ``regret`` columns.  See docs/oracle.md.
+metrics.json and the ``oracle_upper`` / ``regret`` columns.  See docs/concepts/oracle.md.
 """
 
 from memlens.oracle.bounds import OracleSolveError

@@ -1,4 +1,4 @@
-"""The ``retrieval:`` settings block, typed: what request-time retrieval does (docs/tiers.md).
+"""The ``retrieval:`` settings block, typed: what request-time retrieval does (docs/concepts/tiers.md).
 
 These dataclasses are the schema Hydra checks (types, defaults, unknown keys) when a command's
 config is composed, and the objects the retrieval engine reads: there is no second mapping.

@@ -28,10 +28,12 @@ from pathlib import Path
 
 import numpy as np
 
+from memlens.analyze import oracle_report
 from memlens.analyze.eventlog import attach_probe
 from memlens.analyze.metrics import compute_metrics
-from memlens.analyze import oracle_report
 from memlens.analyze.report import Report, Section, assemble
+from memlens.analyze.stats import intervals
+from memlens.config.schema import CommonConfig, RunConfig, build_policy, policy_kwargs
 from memlens.retrieval.setup import (
     build_retriever,
     live_hook,
@@ -39,13 +41,11 @@ from memlens.retrieval.setup import (
     retrieval_section,
     stored_tokens_saved,
 )
-from memlens.config.schema import CommonConfig, RunConfig, build_policy, policy_kwargs
-from memlens.simulator import SimResult, simulate
-from memlens.analyze.stats import intervals
 from memlens.retrieval.tiers import TIER_NAMES, TierLog, replay_tiers
-from memlens.trace.model import Trace
+from memlens.simulator import SimResult, simulate
 from memlens.trace.cache import load_trace_cached
 from memlens.trace.io import TraceError, check_trace_file
+from memlens.trace.model import Trace
 
 _TRACES: dict[tuple[str, bool], Trace] = {}
 
@@ -133,8 +133,17 @@ def replay(settings: RunConfig, trace: Trace, record_values: bool = False) -> Re
 def analyze_metrics(run: Replay) -> Section:
     m = compute_metrics(run.trace, run.result, price_per_mtok=run.settings.price_per_mtok,
                         retrieval=run.retrieval, costs=run.settings.costs)  # fmt: skip
-    return Section("", overall=m["overall"], streams=m["streams"], timing=m["timing"],
+    timing = {**m["timing"], "compile_s": job_compile_s(run.policy, run.settings)}
+    return Section("", overall=m["overall"], streams=m["streams"], timing=timing,
                    stream_parts=m["stream_parts"])  # fmt: skip
+
+
+def job_compile_s(policy, settings: CommonConfig) -> float:
+    """What this process spent compiling the kernels of a job of ``policy`` before the work
+    began (``memlens.kernels.warm``; a sweep's main process fills it in for its workers)."""
+    from memlens.kernels.warm import compile_seconds, stage_labels
+
+    return round(compile_seconds(stage_labels(policy, settings.oracle.enabled)), 3)
 
 
 def analyze_oracle(run: Replay) -> Section:

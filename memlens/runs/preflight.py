@@ -18,6 +18,7 @@ is written:
 from __future__ import annotations
 
 import importlib.util
+import os
 import zlib
 from collections.abc import Callable
 
@@ -67,13 +68,19 @@ def check_files(settings: CommonConfig, traces: list[str]) -> None:
                             "which is not installed (embeddings.kind=tfidf needs nothing)")  # fmt: skip
 
 
-def trace_loader(settings: CommonConfig, traces: list[str]) -> Callable[[], None]:
-    """The deferred step: parse and validate every trace (a ``TraceError`` names file, line
-    and field).  ``memlens.runs.pipeline.load_trace`` memoises, so the run reuses the parse."""
+def trace_loader(settings: CommonConfig, traces: list[str], policies: list = (),
+                 tiers: bool = False) -> Callable[[], None]:  # fmt: skip
+    """The deferred step: compile the kernels the run needs (``memlens.kernels.warm``: the
+    kernel of each of ``policies``, the oracle's, the tier replay with ``tiers``, the bulk
+    scanner for a large trace; announced, and only those not compiled before), then parse and
+    validate every trace (a ``TraceError`` names file, line and field).  Both happen here, in
+    the main process, before any worker starts; ``memlens.runs.pipeline.load_trace`` memoises,
+    so the run reuses the parse."""
     from memlens.runs.pipeline import load_trace
     from memlens.trace.io import TraceError
 
     def load() -> None:
+        warm_kernels(settings, list(policies), traces, tiers)
         for path in dict.fromkeys(traces):
             try:
                 load_trace(settings, path)
@@ -84,3 +91,15 @@ def trace_loader(settings: CommonConfig, traces: list[str]) -> Callable[[], None
                 raise SettingsError(f"trace={path}: cannot be read: {exc}") from None
 
     return load
+
+
+def warm_kernels(settings: CommonConfig, policies: list, traces: list[str] = (),
+                 tiers: bool = False) -> dict[str, float]:  # fmt: skip
+    """Compile what a run of ``policies`` needs that is not compiled yet (before fan-out)."""
+    from memlens.kernels.warm import stages_for, warm
+
+    stages = stages_for(policies, demand_fetch=settings.demand_fetch, seed=settings.seed,
+                        oracle=settings.oracle.enabled, traces=list(traces), tiers=tiers)  # fmt: skip
+    n_jobs = getattr(settings, "n_jobs", -1)  # compare's workers; simulate: every core
+    jobs = (os.cpu_count() or 1) if n_jobs == -1 else n_jobs
+    return warm(stages, settings.progress, jobs=jobs)

@@ -26,11 +26,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from memlens.runs import mlflow_store as store
-from memlens.runs.interrupts import signals_held
 from memlens.analyze.registry import declared
 from memlens.analyze.report import Report
 from memlens.config.schema import MlflowConfig
+from memlens.runs import mlflow_store as store
+from memlens.runs.interrupts import signals_held
 
 #: Exit code of a command whose files were written but whose tracking failed, when
 #: ``mlflow.required=true``.

@@ -27,13 +27,13 @@ from pathlib import Path
 
 from memlens._util.atomic import atomic_path, write_json, write_text
 from memlens._util.folders import remove_created_parents
-from memlens.runs.interrupts import signals_held
-from memlens.analyze.metrics import per_request_table
-from memlens.trace.packed import TakenStrings, arrow_rows
-from memlens.runs.pipeline import Replay
 from memlens._util.processes import Process
+from memlens.analyze.metrics import per_request_table
 from memlens.analyze.report import Report
 from memlens.retrieval.tiers import TIER_NAMES
+from memlens.runs.interrupts import signals_held
+from memlens.runs.pipeline import Replay
+from memlens.trace.packed import TakenStrings, arrow_rows
 
 #: Files whose presence says "this run is complete": removed first, put in place last.
 MARKERS = ("metrics.json", "compare.json", "recommend.json")

@@ -11,7 +11,7 @@ Backends, chosen by a spec string:
     tokenizers pre-split it (letter runs with their leading space, digit groups of at most
     three, punctuation runs, whitespace runs) and each piece is charged by its length.  Needs
     no files and no network and is deterministic.  On the 11.5k distinct texts of LoCoMo and
-    tau-bench it is within a few percent of cl100k in total (see docs/datasets.md for the
+    tau-bench it is within a few percent of cl100k in total (see docs/how-to/own-logs.md for the
     measured error); per text it can be off by a token or two.
 ``tiktoken:ENCODING``
     The ``tiktoken`` package, *only* if the encoding file is already in its local cache

@@ -220,13 +220,12 @@ def test_simulator_result_unchanged_by_probe_direct():
     """simulate() itself knows nothing of the probe: same result object fields either way."""
     from memlens.policies.rule import RuleScorer
 
-    from memlens.analyze.eventlog import attach_probe
-    from memlens.config.schema import CommonConfig
+    from memlens.analyze.eventlog import RuleValueProbe
 
     tr = trace(*sample_events()[1:])
     plain = simulate(tr, RuleScorer(), budget=2)
     pol = RuleScorer()
-    attach_probe(pol, CommonConfig().events)
+    RuleValueProbe(pol, pol.value)  # the probe that wraps the methods (a subclass gets it)
     probed = simulate(tr, pol, budget=2)
     assert np.array_equal(plain.need_hit, probed.need_hit)
     assert len(pol._memlens_value_probe.rows) > 0
@@ -298,15 +297,21 @@ def test_probe_records_unpack_to_columns():
     assert probe.columns()["event"].tolist() == [7, 2**40, 8]
 
 
-def test_rule_probe_is_chosen_for_the_rule_scorer_only():
+def test_rule_probe_is_chosen_for_rule_scorer_subclasses_only():
     from memlens.policies.memorybank import MemoryBank
     from memlens.policies.rule import RuleScorer
 
     from memlens.analyze.eventlog import RuleValueProbe, ValueProbe, attach_probe
     from memlens.config.schema import CommonConfig
 
-    assert type(attach_probe(RuleScorer(), CommonConfig().events)) is RuleValueProbe
-    assert type(attach_probe(MemoryBank(), CommonConfig().events)) is ValueProbe
+    class Ablated(RuleScorer):
+        pass
+
+    class Bank(MemoryBank):
+        pass
+
+    assert type(attach_probe(Ablated(), CommonConfig().events)) is RuleValueProbe
+    assert type(attach_probe(Bank(), CommonConfig().events)) is ValueProbe
     # and on a fixed trace the two agree on a non-empty record
     tr = trace(*sample_events()[1:])
     fast = _probe_rows(tr, RuleValueProbe, 2)

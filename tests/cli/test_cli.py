@@ -130,7 +130,8 @@ def test_compare_table_and_csv(tmp_path, small_trace):
     rows = json.loads((run_dir / "compare.json").read_text())
     by = {(r["policy"], r["budget"]): r["hit_rate"] for r in rows}
     assert by[("lru", 4096)] >= by[("lru", 128)]  # more budget never hurts LRU here
-    assert "window" in proc.stdout and "4096" in proc.stdout
+    assert "window" in proc.stdout and "budget 4096 tokens" in proc.stdout
+    assert max(map(len, proc.stdout.splitlines())) <= 120  # the verdict fits a terminal
 
 
 def test_compare_default_runs_with_nothing_but_the_install(tmp_path):
@@ -139,9 +140,12 @@ def test_compare_default_runs_with_nothing_but_the_install(tmp_path):
         "policies=[lru]",
         "budgets=[1024]",
         "mlflow.enabled=false",
+        "table=full",
         f"hydra.run.dir={tmp_path / 'c'}",
         cwd=tmp_path,
     )
+    header = proc.stdout.splitlines()[0].split()
+    assert header[:4] == ["trace", "policy", "budget", "hit_rate"] and "events_per_s" in header
     assert "agent-small.jsonl.gz" in proc.stdout
 
 

@@ -135,6 +135,7 @@ def test_simulate_refuses_before_any_work(capsys, argv, message):
         ("reference=window policies=[lru,rule]", "reference=window is not a compared policy"),
         ("traces=[/dev/zero] policies=[lru]", "trace=/dev/zero: not a regular file"),
         ("stats.method=jackknife", "stats.method must be percentile or bca"),
+        ("table=wide", "table must be verdict or full, got 'wide'"),
     ],
 )
 def test_compare_refuses_before_any_work(capsys, argv, message):

@@ -40,7 +40,7 @@ GENERATED = trace_from_events(
 
 
 def test_the_table_holds_every_bundled_kernel():
-    # an independent list: the bundled policies that ship a kernel (docs/policies.md)
+    # an independent list: the bundled policies that ship a kernel (docs/concepts/policies.md)
     assert set(WITH_KERNEL) == {"generative_agents", "learned", "lfu", "lru", "memgpt",
                                 "memorybank", "memoryos_heat", "oracle", "rule",
                                 "token_buffer", "window"}  # fmt: skip

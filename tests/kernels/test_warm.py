@@ -1,0 +1,159 @@
+"""Compile once (memlens.kernels.warm): the announcement, a line per stage off a terminal, stamps
+that skip a compiled stage and follow its sources, a failing stage that does not fail the run,
+the stages a run needs, and one kernel cache shared by every process."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from memlens.policies.lru import LRU
+from memlens.policies.oracle import Oracle
+from memlens.policies.rule import RuleScorer
+
+from memlens.kernels import warm
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """An empty kernel cache for the stamps (no numba involved: the stages are fakes)."""
+    monkeypatch.setenv("MEMLENS_KERNEL_CACHE", str(tmp_path / "kernels"))
+    monkeypatch.setattr(warm, "COMPILE_S", {})
+    return tmp_path / "kernels"
+
+
+def fake(label: str, calls: list, fail: bool = False) -> warm.Stage:
+    def run():
+        calls.append(label)
+        if fail:
+            raise RuntimeError("no compiler today")
+
+    return warm.Stage(label, ("kernels/queues.py",), run)
+
+
+def test_announces_compiles_each_stage_once_and_stamps_it(cache):
+    calls, out = [], io.StringIO()
+    done = warm.warm([fake("rule", calls), fake("lru", calls)], stream=out)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == f"compiling kernels for rule, lru: first run only (cached in {cache})"
+    assert lines[1].startswith("  [1/2] rule ...") and lines[1].endswith(" s")
+    assert lines[2].startswith("  [2/2] lru ...") and lines[3].startswith("compiled 2 kernel")
+    assert calls == ["rule", "lru"] and set(done) == {"rule", "lru"}
+    assert warm.compile_seconds(["rule"]) == done["rule"] >= 0
+    assert len(list((cache / warm.STAMPS).iterdir())) == 2
+    # the same process again: nothing to do, nothing said
+    again = io.StringIO()
+    assert warm.warm([fake("rule", calls), fake("lru", calls)], stream=again) == {}
+    assert again.getvalue() == "" and calls == ["rule", "lru"]
+
+
+def test_a_new_process_finds_the_stamps(cache, monkeypatch):
+    calls = []
+    warm.warm([fake("rule", calls)], stream=io.StringIO())
+    monkeypatch.setattr(warm, "COMPILE_S", {})  # as in a fresh process
+    out = io.StringIO()
+    assert warm.warm([fake("rule", calls), fake("lfu", calls)], stream=out) == {
+        "lfu": pytest.approx(0, abs=1)
+    }
+    assert calls == ["rule", "lfu"]
+    assert out.getvalue().startswith("compiling kernels for lfu: first run only")
+
+
+def test_a_changed_source_invalidates_the_stamp(cache, tmp_path, monkeypatch):
+    package = tmp_path / "pkg"
+    (package / "kernels").mkdir(parents=True)
+    src = package / "kernels" / "queues.py"
+    src.write_text("x = 1\n")
+    monkeypatch.setattr(warm, "PACKAGE", package)
+    stage = fake("lru", [])
+    before = warm.stamp(stage)
+    src.write_text("x = 22\n")  # another size (and time): numba recompiles it, so do we
+    assert warm.stamp(stage) != before
+
+
+def test_a_stage_that_fails_is_reported_and_left_unstamped(cache):
+    calls, out = [], io.StringIO()
+    warm.warm([fake("memgpt", calls, fail=True), fake("lfu", calls)], stream=out)
+    text = out.getvalue()
+    assert "not warmed (RuntimeError: no compiler today): it compiles when first used" in text
+    assert calls == ["memgpt", "lfu"]  # the next stage still ran
+    stamps = [p.name for p in (cache / warm.STAMPS).iterdir()]
+    assert len(stamps) == 1 and stamps[0].startswith("lfu-")
+
+
+def test_on_a_terminal_one_rewritten_line(cache):
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    out = Tty()
+    warm.warm([fake("rule", []), fake("lru", [])], stream=out)
+    text = out.getvalue()
+    assert "\r\033[K  [....................] 1/2 rule" in text
+    assert "\r\033[K  [##########..........] 2/2 lru" in text
+
+
+def test_the_stages_a_run_needs(tmp_path, monkeypatch):
+    from memlens.trace.bulk import parse
+
+    small = tmp_path / "small.jsonl"
+    small.write_text("{}\n")
+    stages = warm.stages_for([LRU(), RuleScorer(), LRU(), Oracle()], demand_fetch=False,
+                             seed=0, oracle=True, traces=[str(small)])  # fmt: skip
+    assert [s.label for s in stages] == ["lru", "rule", "oracle"]  # the oracle's kernel: once
+    assert [s.label for s in warm.stages_for([LRU()], demand_fetch=False, seed=0, oracle=False,
+                                             tiers=True)] == ["lru", "tiers", "event log values"]  # fmt: skip
+    monkeypatch.setattr(parse, "SCAN_MIN_BYTES", 2)  # a trace the compiled scanner reads
+    labels = [s.label for s in warm.stages_for([], demand_fetch=False, seed=0, oracle=False,
+                                               traces=[str(small)])]  # fmt: skip
+    assert labels == ["trace reader"]
+
+
+def test_every_process_shares_one_kernel_cache(tmp_path):
+    """The session warm-up (tests/conftest.py) compiled LRU's kernel: a new process, finding
+    the folder through the inherited NUMBA_CACHE_DIR, loads it and compiles nothing."""
+    code = (
+        "import memlens, json, os\n"
+        "from memlens.kernels import queues\n"
+        "from memlens.kernels.warm import tiny_trace\n"
+        "from memlens.policies.lru import LRU\n"
+        "from memlens.simulator import simulate\n"
+        "r = simulate(tiny_trace(), LRU(), 64)\n"
+        "s = queues._replay.stats\n"
+        "print(json.dumps({'engine': r.engine, 'misses': sum(s.cache_misses.values()),"
+        " 'hits': sum(s.cache_hits.values()), 'dir': os.environ['NUMBA_CACHE_DIR']}))\n"
+    )
+    env = {**os.environ, "MEMLENS_CACHE": str(tmp_path / "elsewhere")}  # kernels do not move
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          check=True)  # fmt: skip
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["engine"] == "fast" and got["misses"] == 0 and got["hits"] >= 1
+    assert Path(got["dir"]) == Path(os.environ["NUMBA_CACHE_DIR"])
+
+
+def _pid_writer(label: str, folder: Path) -> warm.Stage:
+    def run():
+        (folder / label).write_text(str(os.getpid()))
+
+    return warm.Stage(label, ("kernels/queues.py",), run)
+
+
+def test_stages_compile_side_by_side_in_other_processes(cache, tmp_path):
+    """``jobs=2``: each stage runs in a worker process (its own numba, the shared cache), one
+    line per stage as it finishes, every stage stamped and timed in this process."""
+    out = io.StringIO()
+    stages = [_pid_writer(name, tmp_path) for name in ("rule", "lru", "lfu")]
+    done = warm.warm(stages, stream=out, jobs=2)
+    assert set(done) == {"rule", "lru", "lfu"}
+    pids = {int((tmp_path / name).read_text()) for name in done}
+    assert os.getpid() not in pids
+    lines = out.getvalue().splitlines()
+    assert sorted(ln.split("] ")[1].split(" ...")[0] for ln in lines[1:4]) == ["lfu", "lru", "rule"]
+    assert lines[-1].startswith("compiled 3 kernel stage(s) on 2 processes")
+    assert len(list((cache / warm.STAMPS).iterdir())) == 3
+    assert warm.compile_seconds() == pytest.approx(sum(done.values()))
