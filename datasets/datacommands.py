@@ -35,9 +35,10 @@ from memlens.trace.model import ITEM_TYPES
 
 from .archetypes import GENERATORS
 from .convert_locomo import PLACEMENTS, convert_locomo
+from .convert_longmemeval import convert_longmemeval
 from .convert_taubench import SOURCES, convert_taubench
 from .needs_derivation import NeedsSettings
-from .openai_import import Roles, import_openai
+from .openai_import import Roles, import_openai, untraced_warning
 
 SYNTHETIC_TOKENS = "none (synthetic token sizes)"
 OUT_HELP = "the trace file to write (.jsonl, or .jsonl.gz to compress)"
@@ -85,7 +86,7 @@ class ConvertSettings:
 
     converter: ClassVar[Callable]
 
-    dataset: str = knob(MISSING, "the dataset to convert: dataset=locomo or dataset=taubench")
+    dataset: str = knob(MISSING, "the dataset: dataset=locomo, taubench or longmemeval")
     src: str = knob(MISSING, "the source file")
     out: str = knob(MISSING, OUT_HELP)
     overwrite: bool = knob(False, OVERWRITE_HELP)
@@ -127,11 +128,24 @@ class TaubenchSettings(ConvertSettings):
         "a value in several messages: alternatives (any will do) | first | last",
     )
     keep_empty: bool = knob(False, "keep assistant turns for which no need was found")
+    commands: bool = knob(
+        False, "split prose/commands in arguments into values (false: the shipped trace)"
+    )
+
+
+@dataclass
+class LongmemevalSettings(ConvertSettings):
+    """LongMemEval (longmemeval_s/m/oracle.json): has_answer turns are the needs (annotated)"""
+
+    converter = convert_longmemeval
+    dataset: str = "longmemeval"
+    turn_seconds: float = knob(30.0, "seconds between turns (LongMemEval dates sessions)")
 
 
 DATASETS: dict[str, type[ConvertSettings]] = {
     "locomo": LocomoSettings,
     "taubench": TaubenchSettings,
+    "longmemeval": LongmemevalSettings,
 }
 
 
@@ -146,9 +160,10 @@ def convert(settings: ConvertSettings) -> str:
     events, header = type(settings).converter(settings.src, **settings.options())
     validate(events, header, settings.out)
     n = write_trace(settings.out, events, header=header)
+    warning = untraced_warning(header)
     return (
         f"wrote {n} events to {settings.out} (tokenizer {header.get('tokenizer')})\n"
-        f"{json.dumps(header['report'], indent=None)}"
+        f"{json.dumps(header['report'], indent=None)}" + (f"\n{warning}" if warning else "")
     )
 
 
@@ -187,7 +202,70 @@ def import_logs(settings: ImportSettings) -> str:
         f"wrote {n} events to {settings.out} (tokenizer {header.get('tokenizer')}, "
         f"needs derived by {settings.needs.method})\n"
         f"{json.dumps(header['report'], indent=None)}"
+    ) + (f"\n{warning}" if (warning := untraced_warning(header)) else "")
+
+
+# ---------------------------------------------------------------------------- derive
+@dataclass
+class DeriveSettings:
+    """Any trace (v1 or 1.1) with its needs re-derived from its texts, every id kept"""
+
+    trace: str = knob(MISSING, "the trace whose needs are derived again (.jsonl or .jsonl.gz)")
+    out: str = knob(MISSING, OUT_HELP)
+    overwrite: bool = knob(False, OVERWRITE_HELP)
+    keep_empty: bool = knob(False, "keep requests for which no need was derived")
+    calibrate: str | None = knob(
+        None, "a labelled trace: set the method's threshold on it for target_precision"
     )
+    target_precision: float = knob(0.6, "calibrate: the least precision the threshold keeps")
+    needs: NeedsSettings = field(default_factory=lambda: NeedsSettings(method="bm25"))
+
+    def __post_init__(self) -> None:
+        if not 0 < self.target_precision <= 1:
+            raise ValueError(f"target_precision must be in (0, 1], got {self.target_precision}")
+
+
+def derive(settings: DeriveSettings) -> str:
+    """Re-derive (after calibrating, if asked), validate, then write; returns the summary."""
+    from pathlib import Path
+
+    from .calibrate_needs import calibrate
+    from .rederive import derive_trace, read_events
+
+    needs, lines = settings.needs, []
+    if settings.calibrate is not None:
+        _, labelled = read_events(settings.calibrate)
+        needs, _ = calibrate(labelled, needs, settings.target_precision,
+                             Path(settings.calibrate).name)  # fmt: skip
+        lines.append(f"calibrated on {needs.calibration}")
+    events, header = derive_trace(settings.trace, needs, settings.keep_empty)
+    validate(events, header, settings.out)
+    n = write_trace(settings.out, events, header=header)
+    warning = untraced_warning(header)
+    return "\n".join([*lines, f"wrote {n} events to {settings.out} (needs derived by "
+                       f"{needs.method})", json.dumps(header["report"]), *([warning] if warning
+                                                                          else [])])  # fmt: skip
+
+
+@dataclass
+class ScoreNeedsSettings:
+    """Precision, recall and F1 of one trace's needs against another's, per need"""
+
+    derived: str = knob(MISSING, "the trace whose needs are scored")
+    reference: str = knob(MISSING, "the trace whose needs are taken as right (same request ids)")
+    json: bool = knob(False, "print the scores as JSON instead of a table")
+
+
+def score_needs(settings: ScoreNeedsSettings) -> str:
+    from .rederive import read_events
+    from .score_needs import format_scores, score_events
+
+    _, derived = read_events(settings.derived)
+    _, reference = read_events(settings.reference)
+    s = score_events(derived, reference).as_dict()
+    if settings.json:
+        return json.dumps(s, indent=2)
+    return format_scores(s, settings.derived, settings.reference)
 
 
 # ----------------------------------------------------------------------------- stats

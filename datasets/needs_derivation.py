@@ -7,19 +7,32 @@ another method (``memlens compare`` over several derivations reports whether it 
 method can be measured against human evidence (``experiments/derivation.py`` on LoCoMo):
 
 ``args``       every scalar value in the step's tool-call arguments, traced to the earlier items
-               that contain it as a whole token (case-insensitive).  When several items hold the
-               value, ``pick=alternatives`` (default) emits the group of all of them (trace
-               format 1.1: the need is met when any one is resident); ``first``/``last`` pick one.
-               A pinned item (the system prompt) is the source only when nothing else holds it.
+               that contain it as a whole token (case-insensitive); a string that is no earlier
+               item's token is read as a command or code (:mod:`arg_values`: shell, Python,
+               SQL, ``file:line``) and each of its parts is traced.  The item that *introduced*
+               a value (the first holding it) is its source; with ``pick=alternatives``
+               (default) the later items repeating it are alternatives (trace format 1.1: the
+               need is met when any one is resident); ``first`` picks the introducer, ``last``
+               the latest holder that is not an assistant repeat.  A pinned item (the system
+               prompt) is the source only when nothing else holds it.
 ``overlap``    the step's salient terms (identifiers, numbers, capitalised names, rare words)
                found in earlier items; an item sharing at least ``overlap_min_terms`` of them is
                a need, the ``overlap_top_k`` best by summed inverse document frequency.
 ``embedding``  the offline TF-IDF/SVD embedder of ``memlens.retrieval.embeddings``: earlier items whose
                cosine similarity to the step is at least ``embedding_threshold``, the
                ``embedding_top_k`` most similar.
-``union``      every need any of the three methods derives.
+``bm25``       Okapi BM25 (the ``bm25s`` library; weights from the log itself, words stemmed by
+               PyStemmer) of the step's text against every earlier item: the best item, and
+               up to ``bm25_top_k`` whose score is at least ``bm25_ratio`` of the best.  The
+               step's text is the whole turn, its answer included (a request's ``meta.answer``
+               when its trace records one).
+``union``      every need any of the methods derives.
 
-``overlap`` and ``embedding`` never name a pinned item (it is resident whatever the policy).
+``overlap``, ``embedding`` and ``bm25`` never name a pinned item (it is resident whatever the
+policy).  Provenance: an item they name that an *assistant* wrote and that shares with the step
+only values an earlier item introduced is never the sole source: the need becomes the group of
+the introducer of the most specific shared value and the repeat.  Each need's values (argument
+values, or the shared terms) are kept in :attr:`ArgsResult.sources` for the request's ``meta``.
 Everything here is a pure function of the log and the settings: same input, same needs.
 """
 
@@ -33,21 +46,11 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-METHODS = ("args", "overlap", "embedding", "union")
+from .text_terms import _STOPWORDS, _TERM
+
+METHODS = ("args", "overlap", "embedding", "bm25", "union")
 PICKS = ("alternatives", "first", "last")
 Need = str | list[str]  # an item id, or a group of alternative ids (any one meets the need)
-
-_TERM = re.compile(r"[A-Za-z0-9][A-Za-z0-9_@.\-]*[A-Za-z0-9]|[A-Za-z0-9]")
-_STOPWORDS = frozenset(
-    """a about after again all also am an and any are as at be because been before being but by
-    can could did do does doing don down during each few for from further had has have having he
-    her here hers him his how i if in into is it its just me more most my no nor not now of off on
-    once only or other our out over own same she should so some such than that the their them then
-    there these they this those through to too under until up very was we were what when where
-    which while who whom why will with would you your yours yes yeah hey hi oh ok okay thanks
-    thank really so much like get got go going know think want well great good sure lot let one
-    i'm it's that's you're i've i'll""".split()
-)
 
 
 def _setting(default, meaning: str):
@@ -58,7 +61,7 @@ def _setting(default, meaning: str):
 class NeedsSettings:
     """How needs are derived (recorded verbatim in the trace header under ``needs``)."""
 
-    method: str = _setting("args", "args | overlap | embedding | union (all three)")
+    method: str = _setting("args", "args | overlap | embedding | bm25 | union (all of them)")
     pick: str = _setting(
         "alternatives", "args: a value several items hold -> alternatives | first | last"
     )
@@ -68,6 +71,17 @@ class NeedsSettings:
     embedding_threshold: float = _setting(0.3, "embedding: least cosine similarity")
     embedding_top_k: int = _setting(3, "embedding: at most this many items, most similar first")
     embedding_dim: int = _setting(0, "embedding: 0 = exact TF-IDF, else SVD dimensions")
+    bm25_top_k: int = _setting(2, "bm25: at most this many items, best score first")
+    bm25_ratio: float = _setting(0.8, "bm25: least score, as a share of the best item's")
+    bm25_stem: bool = _setting(True, "bm25: stem words (PyStemmer, English) before matching")
+    commands: bool = _setting(
+        True,
+        "args: split commands/code no item holds whole into traced parts (false: whole "
+        "values, no meta.provenance, as the shipped tau-bench trace)",
+    )
+    answer: bool = _setting(True, "data derive: a request's meta.answer is part of its text")
+    item_dates: bool = _setting(True, "data derive: an item's date (from POSIX-second t) counts")
+    calibration: str | None = _setting(None, "where the thresholds were calibrated (recorded)")
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -76,10 +90,18 @@ class NeedsSettings:
             )
         if self.pick not in PICKS:
             raise ValueError(f"needs.pick must be one of {', '.join(PICKS)}, got {self.pick!r}")
-        for name in ("overlap_min_terms", "overlap_top_k", "embedding_top_k", "embedding_dim"):
+        for name in (
+            "overlap_min_terms",
+            "overlap_top_k",
+            "embedding_top_k",
+            "embedding_dim",
+            "bm25_top_k",
+        ):
             low = 0 if name == "embedding_dim" else 1
             if getattr(self, name) < low:
                 raise ValueError(f"needs.{name} must be at least {low}, got {getattr(self, name)}")
+        if not 0 < self.bm25_ratio <= 1:
+            raise ValueError(f"needs.bm25_ratio must be in (0, 1], got {self.bm25_ratio}")
         if not 0 < self.rare_share <= 1:
             raise ValueError(f"needs.rare_share must be in (0, 1], got {self.rare_share}")
         if not -1 <= self.embedding_threshold <= 1:
@@ -89,20 +111,26 @@ class NeedsSettings:
 
     def describe(self) -> dict:
         """The header's ``needs`` block: the method, the settings it uses, and a label."""
-        used = {"args": ("pick",), "overlap": ("overlap_", "rare_share"),
-                "embedding": ("embedding_",)}  # fmt: skip
+        used = {"args": ("pick", "commands"), "overlap": ("overlap_", "rare_share"),
+                "embedding": ("embedding_",), "bm25": ("bm25_",)}  # fmt: skip
         prefixes = sum((used[m] for m in (used if self.method == "union" else [self.method])), ())
         settings = {k: v for k, v in asdict(self).items() if k.startswith(prefixes)}
+        if not self.commands:  # a header without it: whole values, as before
+            settings.pop("commands", None)
+        if self.calibration is not None:
+            settings["calibration"] = self.calibration
         return {"method": self.method, **settings, "evidence": "derived"}
 
 
 @dataclass
 class Earlier:
-    """An item written before the step: its id, text and whether it is pinned."""
+    """An item written before the step: its id, text, whether it is pinned, and whether an
+    assistant wrote it (its text or a tool call: it may only repeat what others introduced)."""
 
     id: str
     text: str
     pinned: bool = False
+    assistant: bool = False
 
 
 @dataclass
@@ -150,34 +178,77 @@ def token_pattern(value: str) -> re.Pattern:
 
 @dataclass
 class ArgsResult:
+    """A step's needs, counts of the argument values traced, and each need's values."""
+
     needs: list[Need]
     values: int = 0
     found: int = 0
     system_only: int = 0
     unmatched: list[str] | None = None
+    sources: list[dict] = field(default_factory=list)  # {"values": [...], "need": need}
 
 
-def args_needs(arguments: list, earlier: list[Earlier], pick: str) -> ArgsResult:
-    """The ``args`` method: each argument value's source item(s) among ``earlier``."""
+def holders(value: str, earlier: list[Earlier]) -> tuple[list[int], bool]:
+    """Positions of the earlier items holding ``value`` as a whole token, oldest first, and
+    whether they are pinned ones (only when no other item holds it).  A path no item holds
+    whole is looked up by its file name (a listing shows ``x.py``, the call says ``src/x.py``)."""
+    for v in (value, value.rstrip("/").rsplit("/", 1)[-1] if "/" in value.rstrip("/") else None):
+        if not v:
+            continue
+        pat = token_pattern(v)
+        hits = [k for k, e in enumerate(earlier) if pat.search(e.text.lower())]
+        free = [k for k in hits if not earlier[k].pinned]
+        if free or hits:
+            return (free, False) if free else (hits, True)
+    return [], False
+
+
+def provenance(hits: list[int], earlier: list[Earlier], pick: str) -> Need:
+    """The need a value's holders make: the introducer (the first holder) is the source, later
+    holders are alternatives; ``last`` takes the latest holder that is not an assistant's
+    repeat (an assistant is never the sole source of a value someone else introduced)."""
+    ids = [earlier[k].id for k in hits]
+    if pick == "first" or len(hits) == 1:
+        return ids[0]
+    if pick == "last":
+        own = [k for k in hits[1:] if not earlier[k].assistant]
+        return earlier[own[-1]].id if own else ids[0]
+    return ids
+
+
+def traced_values(args) -> list[tuple[str, str]]:
+    """``(argument path, value)`` of every value of a call: whole scalars, and the parts of a
+    string that reads as a command or code (:func:`arg_values.pieces`)."""
+    from .arg_values import pieces
+
+    out = []
+    for arg, value in argument_values(args):
+        kind, parts = pieces(value) if isinstance(value, str) else ("value", [value])
+        out += [(arg, value)] if kind == "value" else [(f"{arg}:{kind}", p) for p in parts]
+    return out
+
+
+def args_needs(arguments: list, earlier: list[Earlier], pick: str,
+               commands: bool = True) -> ArgsResult:  # fmt: skip
+    """The ``args`` method: each argument value's source item(s) among ``earlier``.  A string
+    some item holds whole is one value; otherwise its parts are (:func:`traced_values`)."""
     res = ArgsResult(needs=[], unmatched=[])
-    lowered = [(e.id, e.text.lower(), e.pinned) for e in earlier]
     for args in arguments:
         for arg, value in argument_values(args):
-            res.values += 1
-            pat = token_pattern(value)
-            hits = [i for i, text, pinned in lowered if not pinned and pat.search(text)]
-            if hits:
-                res.found += 1
-            else:
-                hits = [i for i, text, pinned in lowered if pinned and pat.search(text)]
+            hits, pinned = holders(value, earlier)
+            whole = hits or not commands
+            todo = [(arg, value)] if whole else traced_values({arg: value}) or [(arg, value)]
+            for a, v in todo:
+                res.values += 1
+                hits, pinned = (hits, pinned) if v == value else holders(v, earlier)
                 if not hits:
-                    res.unmatched.append(arg)
+                    res.unmatched.append(a)
                     continue
-                res.system_only += 1
-            if len(hits) == 1 or pick != "alternatives":
-                res.needs.append(hits[-1] if pick == "last" else hits[0])
-            else:
-                res.needs.append(hits)
+                res.system_only += pinned
+                res.found += not pinned
+                need = provenance(hits, earlier, pick)
+                res.needs.append(need)
+                res.sources.append({"values": [v], "need": need})
     res.needs = simplify(res.needs)
     return res
 
@@ -206,6 +277,11 @@ def terms(text: str) -> frozenset[str]:
     return frozenset(t.lower() for t in _TERM.findall(text)) - _STOPWORDS
 
 
+def _is_path(t: str) -> bool:
+    """``parse.py``, ``a/b``: a dot or slash between letters (not a decimal number)."""
+    return any(c in t for c in "./") and any(c.isalpha() for c in t)
+
+
 def salient_terms(text: str, df: Counter, n_docs: int, rare_share: float) -> set[str]:
     """The terms of a step that point at a source: identifiers (letters with digits or ``_``),
     numbers of two or more digits, capitalised names, and words in at most ``rare_share`` of
@@ -216,7 +292,7 @@ def salient_terms(text: str, df: Counter, n_docs: int, rare_share: float) -> set
         if t in _STOPWORDS:
             continue
         has_digit = any(c.isdigit() for c in t)
-        ident = has_digit and any(c.isalpha() for c in t) or "_" in t
+        ident = has_digit and any(c.isalpha() for c in t) or "_" in t or _is_path(t)
         number = t.isdigit() and len(t) >= 2
         name = raw[0].isupper() and len(raw) > 1 and t.isalpha()
         rare = len(t) >= 3 and df.get(t, 0) <= max(1.0, rare_share * n_docs)
@@ -295,33 +371,69 @@ def embedding_needs(
     return [cand[i][0] for i in keep]
 
 
+# ------------------------------------------------------------------------- provenance
+def attribute(need: str, step_terms: frozenset[str], earlier: list[Earlier],
+              vocab: Vocabulary) -> tuple[Need, list[str]]:  # fmt: skip
+    """A lexical method's need, made a group when it is an assistant's repeat: ``(need, the
+    values it shares with the step)``; ``step_terms`` are the step's values (salient terms:
+    identifiers, paths, numbers, names, rare words).  An assistant item whose shared values were all
+    introduced by earlier items is never the sole source: the need becomes the group of the
+    introducer of its most specific (highest IDF) shared value and the item itself."""
+    pos = next(k for k, e in enumerate(earlier) if e.id == need)
+    shared = sorted(step_terms & terms(earlier[pos].text), key=lambda t: (-vocab.idf(t), t))
+    if not earlier[pos].assistant or not shared:
+        return need, shared[:8]
+    intro = {}
+    for t in shared:
+        intro[t] = next(k for k, e in enumerate(earlier[: pos + 1]) if t in terms(e.text))
+    if any(k == pos for k in intro.values()):  # it introduced a value itself
+        return need, shared[:8]
+    first = intro[shared[0]]
+    return [earlier[first].id, need], shared[:8]
+
+
 # ------------------------------------------------------------------------------ all
 class Deriver:
     """Derives the needs of every step of one log with one :class:`NeedsSettings`.
 
-    Built once over every text of the log (``item_texts`` and ``step_texts``), because rarity
-    and the embedding are properties of the whole log, not of one step."""
+    Built once over every text of the log (``item_texts`` and ``step_texts``), because rarity,
+    the embedding and BM25's weights are properties of the whole log, not of one step."""
 
     def __init__(self, settings: NeedsSettings, item_texts: list[str], step_texts: list[str]):
         self.settings = settings
         self.vocab = Vocabulary.of(item_texts)
-        self.vecs = None
+        self.vecs = self.bm25 = None
         if settings.method in ("embedding", "union"):
             self.vecs = embed_texts([*item_texts, *step_texts], settings.embedding_dim)
+        if settings.method in ("bm25", "union"):
+            from .bm25_needs import BM25Index
+
+            self.bm25 = BM25Index(item_texts, settings.bm25_stem)
         self.n_items = len(item_texts)
 
     def derive(self, step: Step, earlier: list[Earlier], rows: list[int]) -> ArgsResult:
         """Needs of ``step`` among ``earlier`` (whose texts are rows ``rows`` of the log's item
-        texts); with ``args`` counts of the argument values found."""
+        texts); with ``args`` counts of the argument values found; each need's values in
+        ``sources``."""
         s, method = self.settings, self.settings.method
         res = ArgsResult(needs=[])
         if method in ("args", "union"):
-            res = args_needs(step.arguments, earlier, s.pick)
-        extra: list[Need] = []
+            res = args_needs(step.arguments, earlier, s.pick, s.commands)
+        found: list[str] = []
         if method in ("overlap", "union"):
-            extra += overlap_needs(step.text, earlier, self.vocab, s)
+            found += overlap_needs(step.text, earlier, self.vocab, s)
         if method in ("embedding", "union"):
             vec = self.vecs[self.n_items + step.row : self.n_items + step.row + 1]
-            extra += embedding_needs(vec, earlier, rows, self.vecs, s)
-        res.needs = simplify([*res.needs, *extra])
+            found += embedding_needs(vec, earlier, rows, self.vecs, s)
+        if method in ("bm25", "union"):
+            from .bm25_needs import bm25_needs
+
+            found += bm25_needs(self.bm25, step.text, earlier, rows, s.bm25_top_k, s.bm25_ratio)
+        step_terms = frozenset(salient_terms(step.text, self.vocab.df, self.vocab.n_docs,
+                                             s.rare_share))  # fmt: skip
+        for ident in dict.fromkeys(found):
+            need, values = attribute(ident, step_terms, earlier, self.vocab)
+            res.needs.append(need)
+            res.sources.append({"values": values, "need": need})
+        res.needs = simplify(res.needs)
         return res

@@ -240,8 +240,10 @@ class Builder:
     keep_empty: bool = False
     report: Counter = field(default_factory=Counter)
     unmatched: Counter = field(default_factory=Counter)
+    untraced_by_tool: Counter = field(default_factory=Counter)
     events: list[dict] = field(default_factory=list)
     steps: int = 0  # assistant turns so far: the next one's row among the deriver's steps
+    provenance: bool = True  # record each need's values in the request's meta
 
     def write(self, conv: Conversation, ident: str, ty: str, text: str, t: float, meta: dict,
               cost: float | None = None) -> None:  # fmt: skip
@@ -263,7 +265,9 @@ class Builder:
         r["values_found_in_system_prompt_only"] += res.system_only
         r["values_unmatched"] += len(res.unmatched or [])
         for arg in res.unmatched or []:
-            self.unmatched[f"{calls[0][0] if len(calls) == 1 else '*'}.{arg}"] += 1
+            tool = calls[0][0] if len(calls) == 1 else "*"
+            self.unmatched[f"{tool}.{arg}"] += 1
+            self.untraced_by_tool[tool] += 1
         if not res.needs and not self.keep_empty:
             r["requests_dropped_no_needs"] += 1
             return
@@ -279,6 +283,8 @@ class Builder:
             meta["values"], meta["values_matched"] = res.values, res.found + res.system_only
         if res.unmatched:
             meta["unmatched"] = res.unmatched
+        if res.sources and self.provenance:  # which values produced which need
+            meta["provenance"] = res.sources
         if isinstance(msg.raw.get("usage"), dict):
             meta["usage"] = msg.raw["usage"]
         self.events.append({"event": "request", "id": ident, "stream": conv.stream, "t": t,
@@ -314,7 +320,14 @@ class Builder:
         cost = msg.raw.get("cost", msg.raw.get("cost_usd")) if role == "tool" else None
         if msg.text or role == "system":
             self.write(conv, ident, getattr(self.roles, role), msg.text, t, meta, cost)
-            earlier.append(Earlier(ident, msg.text, role == "system" and self.roles.pin_system))
+            earlier.append(
+                Earlier(
+                    ident,
+                    msg.text,
+                    role == "system" and self.roles.pin_system,
+                    assistant=role == "assistant",
+                )
+            )
             if role == "system" and self.roles.pin_system:
                 self.events.append({"event": "pin", "target": ident, "stream": conv.stream, "t": t})
                 self.report["pins"] += 1
@@ -322,7 +335,7 @@ class Builder:
             cid = f"{ident}.{j}"
             self.write(conv, cid, self.roles.tool_call, call_text(name, text), t,
                        {"role": "assistant", "tool_call": name})  # fmt: skip
-            earlier.append(Earlier(cid, call_text(name, text)))
+            earlier.append(Earlier(cid, call_text(name, text), assistant=True))
             self.report["tool_calls"] += 1
 
 
@@ -345,7 +358,7 @@ def build_events(convs: list[Conversation], needs: NeedsSettings, roles: Roles, 
     items = [t for i, _ in per for t in i]
     steps = [t for _, s in per for t in s]
     deriver = Deriver(needs, items, steps)
-    b = Builder(roles, tok, keep_empty)
+    b = Builder(roles, tok, keep_empty, provenance=needs.commands)
     start = 0
     for conv, (its, _) in zip(convs, per, strict=True):
         b.conversation(conv, deriver, list(range(start, start + len(its))))
@@ -358,9 +371,26 @@ def header_of(b: Builder, needs: NeedsSettings, roles: Roles, tok, extra: dict) 
     head = {**extra, **tok.describe(), "roles": asdict(roles), "needs": needs.describe(),
             "evidence": "derived", "report": dict(sorted(b.report.items())),
             "unmatched_by_argument": dict(b.unmatched.most_common())}  # fmt: skip
+    if needs.commands:
+        head["untraced_by_tool"] = dict(b.untraced_by_tool.most_common())
     if b.report["request_needs_with_alternatives"]:
         head["version"] = ALTERNATIVES_VERSION
     return head
+
+
+UNTRACED_SHARE = 0.2  # more untraced argument values than this share earns a warning
+
+
+def untraced_warning(header: dict) -> str | None:
+    """One ``warning:`` line when more than a fifth of the argument values were traced to no
+    earlier message (their needs are missing from the trace), counted per tool."""
+    r = header.get("report", {})
+    total, untraced = r.get("argument_values", 0), r.get("values_unmatched", 0)
+    if not total or untraced <= UNTRACED_SHARE * total:
+        return None
+    tools = ", ".join(f"{t} {n}" for t, n in header.get("untraced_by_tool", {}).items())
+    return (f"warning: {untraced} of {total} tool-call argument values ({untraced / total:.0%}) "
+            f"were traced to no earlier message; their needs are missing (by tool: {tools})")  # fmt: skip
 
 
 def import_openai(

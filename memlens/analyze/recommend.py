@@ -14,6 +14,11 @@ Per trace, over the settings ``compare`` ran (the policies ``memlens recommend``
 * **Pareto front** of context cost (``cost_usd``) against quality: every setting no other
   setting beats on both (at most as costly and at least as good, better in one).
 
+Given several derivations of the same logs (``traces=[A,B,...] stability=true``),
+:func:`recommend_across` recommends only a setting that meets the target under *every* one of
+them (the cheapest by its highest cost over the derivations), and says so; when none does, it
+says which derivation each near-miss fails under.
+
 Rows have the layout of ``compare.json`` (one dict per run, with its ``stream_parts``), so a
 recommendation can also be made again from a stored comparison.
 """
@@ -204,6 +209,48 @@ def recommend(rows: list[dict], choice: Choice, cfg: StatsConfig) -> dict:
     }
 
 
+def recommend_across(rows: list[dict], choice: Choice, cfg: StatsConfig) -> dict:
+    """The setting that meets the target under every trace (derivation), cheapest first."""
+    traces = list(dict.fromkeys(r["trace"] for r in rows))
+    by: dict[str, dict[str, dict]] = {}
+    for r in rows:
+        if r.get(choice.metric) is not None and r.get(choice.cost) is not None:
+            by.setdefault(label(r), {})[r["trace"]] = r
+    common = {k: v for k, v in by.items() if len(v) == len(traces)}
+    worst = {k: (min(r[choice.metric] for r in v.values()),
+                 max(r[choice.cost] for r in v.values())) for k, v in common.items()}  # fmt: skip
+    good = sorted((k for k, (q, _) in worst.items() if q >= choice.target),
+                  key=lambda k: (worst[k][1], -worst[k][0], k))  # fmt: skip
+    n = len(traces)
+    if not good:
+        near = sorted(worst, key=lambda k: -worst[k][0])[:3]
+        fails = "; ".join(f"{k} misses under " + ", ".join(
+            t for t, r in common[k].items() if r[choice.metric] < choice.target) for k in near)  # fmt: skip
+        text = (f"under all {n} derivations: no setting reaches {choice.metric} >= "
+                f"{choice.target} under every one ({fails})")  # fmt: skip
+        return {"traces": traces, "recommended": None, "statement": text}
+    best = good[0]
+    sure = sum(interval(parts(r, choice.metric), cfg).low is not None
+               and interval(parts(r, choice.metric), cfg).low >= choice.target
+               for r in common[best].values())  # fmt: skip
+    text = (f"under all {n} derivations: recommended {best} ({choice.metric} at least "
+            f"{worst[best][0]:.3f} >= {choice.target} under every one, {choice.cost} at most "
+            f"{worst[best][1]:,.3f}); its {cfg.ci:.0%} interval clears the target under {sure} "
+            f"of {n}")  # fmt: skip
+    alone = {t: rec for t in traces if (rec := _cheapest(rows, t, choice)) and rec != best}
+    if alone:
+        text += "; a single derivation alone would pick " + ", ".join(
+            f"{k} ({t})" for t, k in alone.items())  # fmt: skip
+    return {"traces": traces, "recommended": {"policy": common[best][traces[0]]["policy"],
+            "budget": common[best][traces[0]]["budget"], "min_quality": worst[best][0],
+            "max_cost": worst[best][1], "clears_at_ci_under": sure}, "statement": text}  # fmt: skip
+
+
+def _cheapest(rows: list[dict], trace: str, choice: Choice) -> str | None:
+    good, _ = ranked([r for r in rows if r["trace"] == trace], choice)
+    return label(good[0]) if good else None
+
+
 def render(doc: dict, rows: list[dict], cfg: StatsConfig) -> str:
     """The short table per trace (front, recommended, alternative) and the statements."""
     from memlens.analyze.table import format_table, interval_cell
@@ -241,4 +288,6 @@ def render(doc: dict, rows: list[dict], cfg: StatsConfig) -> str:
         out.append(format_table(table, [*cols, "role"]))
         out.extend(rec["statement"])
         out.append("")
+    if doc.get("across"):
+        out.append(doc["across"]["statement"])
     return "\n".join(out).rstrip()

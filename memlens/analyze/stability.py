@@ -8,8 +8,17 @@ per trace and budget by a metric and says, per budget, whether the ranking holds
 (``scipy.stats.kendalltau``, tau-b, which allows ties) between the first trace's ranking and
 each other's, and every pair of policies whose order flips.  A pair flips when one policy is
 ahead by more than ``tolerance`` on one trace and behind by more than ``tolerance`` on the
-other; a pair within ``tolerance`` on either trace is a tie there, not a flip.  These are point
-estimates: whether a difference is more than noise is what ``compare reference=...`` answers.
+other; a pair within ``tolerance`` on either trace is a tie there, not a flip.
+
+Point estimates say nothing of noise, so each pair also gets a *verdict* from its paired
+difference's bootstrap interval over streams under every trace (:func:`pair_verdicts`):
+
+``holds``       the interval excludes 0, with the same sign, under every trace;
+``flips``       it excludes 0 in opposite directions under two traces;
+``unresolved``  anything else (some interval includes 0).
+
+Without an interval (fewer than ``stats.min_streams`` streams) the point estimate stands in,
+and counts as a sign only when it is more than ``tolerance`` from 0.
 """
 
 from __future__ import annotations
@@ -19,6 +28,8 @@ from dataclasses import dataclass, field
 from itertools import combinations
 
 from scipy.stats import kendalltau
+
+VERDICTS = ("holds", "flips", "unresolved")
 
 
 @dataclass
@@ -105,6 +116,78 @@ def stability_lines(
     return lines
 
 
+@dataclass
+class PairVerdict:
+    """One pair of policies at one budget: ``first - second`` under each trace, and a word."""
+
+    budget: int
+    first: str
+    second: str
+    intervals: dict  # trace -> memlens.analyze.stats.Interval
+    verdict: str
+
+
+def interval_sign(iv, tolerance: float = 0.0) -> int:
+    """+1 / -1 when ``iv`` excludes 0 above / below; without an interval, the estimate's sign
+    when it is more than ``tolerance`` from 0; else 0."""
+    if iv.estimate is None:
+        return 0
+    if iv.low is None:
+        return _sign(iv.estimate, tolerance)
+    return 1 if iv.low > 0 else -1 if iv.high < 0 else 0
+
+
+def verdict_of(signs: list[int]) -> str:
+    if 1 in signs and -1 in signs:
+        return "flips"
+    if signs and all(x == signs[0] != 0 for x in signs):
+        return "holds"
+    return "unresolved"
+
+
+def pair_verdicts(rows: list[dict], metric: str, cfg, tolerance: float = 0.0) -> list[PairVerdict]:
+    """Every pair of policies that every trace ran, per budget (first-seen order): the paired
+    difference of ``metric`` on each trace's streams, and its verdict.  ``rows`` are dicts with
+    ``trace``, ``policy``, ``budget`` and ``parts`` (the metric's per-stream ``(num, den)``)."""
+    from memlens.analyze.stats import difference
+
+    table: dict[int, dict[str, dict[str, tuple]]] = {}
+    for r in rows:
+        if r.get("parts") is not None:
+            table.setdefault(r["budget"], {}).setdefault(r["trace"], {})[r["policy"]] = r["parts"]
+    out = []
+    for budget, by_trace in table.items():
+        traces = list(by_trace)
+        names = [p for p in by_trace[traces[0]] if all(p in by_trace[t] for t in traces)]
+        for p, q in combinations(names, 2):
+            ivs = {t: difference(by_trace[t][p], by_trace[t][q], cfg) for t in traces}
+            word = verdict_of([interval_sign(iv, tolerance) for iv in ivs.values()])
+            out.append(PairVerdict(budget, p, q, ivs, word))
+    return out
+
+
+def verdict_lines(verdicts: list[PairVerdict], metric: str, cfg, shown: int = 12) -> list[str]:
+    """The verdicts ``compare stability=true`` prints: counts per budget, then the pairs (those
+    that flip or hold first), each with its interval under every trace."""
+    lines = [f"verdicts per pair ({metric}, first minus second; {cfg.ci:.0%} paired bootstrap "
+             "over streams under every trace):"]  # fmt: skip
+    budgets = list(dict.fromkeys(v.budget for v in verdicts))
+    for b in budgets:
+        mine = [v for v in verdicts if v.budget == b]
+        counts = {w: sum(v.verdict == w for v in mine) for w in VERDICTS}
+        lines.append(f"  budget {b}: " + ", ".join(f"{n} {w}" for w, n in counts.items()))
+        order = sorted(mine, key=lambda v: (VERDICTS.index(v.verdict) if v.verdict != "holds"
+                                            else -1, v.first, v.second))  # fmt: skip
+        for v in order[:shown]:
+            cells = "; ".join(
+                f"{t}: {iv.cell('.3f', signed=True)}" for t, iv in v.intervals.items()
+            )
+            lines.append(f"    {v.first} vs {v.second}: {v.verdict} ({cells})")
+        if len(order) > shown:
+            lines.append(f"    ... and {len(order) - shown} more pairs (compare.json has them all)")
+    return lines
+
+
 def compare_rows(rows) -> list[dict]:
     """``memlens compare``'s rows (``commands.Row``) as dicts, each trace named by its file
     name, or by its path where two traces share a name (two derivations in two folders)."""
@@ -113,4 +196,10 @@ def compare_rows(rows) -> list[dict]:
     for p in paths:
         names.setdefault(p.replace("\\", "/").rsplit("/", 1)[-1], set()).add(p)
     label = {p: (n if len(names[n]) == 1 else p) for n, ps in names.items() for p in ps}
-    return [{**r.values, "trace": label[p]} for r, p in zip(rows, paths, strict=True)]
+    return [{**r.values, "trace": label[p], "parts_of": getattr(r.report, "stream_parts", None)}
+            for r, p in zip(rows, paths, strict=True)]  # fmt: skip
+
+
+def with_parts(rows: list[dict], metric: str) -> list[dict]:
+    """:func:`compare_rows`' rows with ``parts`` = ``metric``'s per-stream parts."""
+    return [{**r, "parts": (r.get("parts_of") or {}).get(metric)} for r in rows]

@@ -5,6 +5,8 @@
 ``memlens data stats trace=PATH [json=true]``   counts, tokens, evidence age
 ``memlens data stats --compare REAL GENERATED``   the two side by side, a distance per row
 ``memlens data import openai FILE|DIR out=PATH [needs.method=args ...]``  your agent's logs
+``memlens data derive trace=IN out=OUT needs.method=M [needs.*=...]``  needs derived again
+``memlens data score-needs derived=A reference=B [json=true]``  needs against needs: P/R/F1
 
 Importing this module registers the commands' typed configs in Hydra's ConfigStore: primary
 configs ``data_generate``, ``data_convert``, ``data_stats`` and ``data_import`` (whose
@@ -39,7 +41,15 @@ from memlens.config.app import error_message, run_hydra, subcommand
 from memlens.config.paths import check_input_file, check_output_file
 from memlens.datasets import datacommands
 from memlens.datasets.archetypes import GENERATORS
-from memlens.datasets.datacommands import DATASETS, ConvertSettings, ImportSettings, StatsSettings
+from memlens.datasets.datacommands import (
+    DATASETS,
+    ConvertSettings,
+    DeriveSettings,
+    ImportSettings,
+    ScoreNeedsSettings,
+    StatsSettings,
+)
+from memlens.datasets.needs_derivation import NeedsSettings
 from memlens.trace.tokenizer import TokenizerUnavailable
 
 USAGE = """usage: memlens data <command> [key=value ...]     (Hydra overrides, as for simulate)
@@ -50,6 +60,8 @@ commands:
   stats     counts, tokens, evidence age  trace=PATH json=true
             (or two traces side by side: stats --compare REAL GENERATED)
   import    your agent's logs             openai FILE|DIR out=PATH needs.method=args
+  derive    derive a trace's needs again  trace=IN out=OUT needs.method=bm25
+  score-needs  needs against needs: P/R/F1  derived=A reference=B json=true
 
 memlens data <command> --help lists every setting with its default and meaning;
 memlens data <command> [key=value ...] --cfg job prints the composed settings.
@@ -60,6 +72,8 @@ COMMANDS: dict[str, Callable] = {
     "convert": datacommands.convert,
     "stats": datacommands.stats,
     "import": datacommands.import_logs,
+    "derive": datacommands.derive,
+    "score-needs": datacommands.score_needs,
 }
 DEFAULT_ARCHETYPE = "simple"
 # what reading a user's file can raise besides ValueError/OSError (whose messages name the
@@ -170,6 +184,35 @@ def import_help() -> str:
     return "\n".join([IMPORT_HEAD.rstrip(), "", *lines]).replace("$", "$$") + "\n"
 
 
+DERIVE_HEAD = """\
+memlens data derive: the needs of any trace (v1 or 1.1) derived again from its texts, every
+id kept, the method and settings (and the calibration, if any) in the header.
+
+usage: memlens data derive trace=IN out=OUT [needs.method=bm25] [needs.*=...]
+       [calibrate=LABELLED target_precision=0.6]
+"""
+SCORE_HEAD = """\
+memlens data score-needs: precision, recall and F1 of derived needs against reference needs,
+per need, micro-averaged, overall and per request type (groups of alternatives: a derived
+group is right when any member is a reference need).
+
+usage: memlens data score-needs derived=A reference=B [json=true]
+"""
+
+
+def derive_help() -> str:
+    lines = _setting_lines(DeriveSettings, frozenset({"needs"}))
+    lines += ["", f"needs.*: {_summary(NeedsSettings)}"]
+    for line in _setting_lines(NeedsSettings):
+        line = line.replace("method=args ", "method=bm25") if "method=args" in line else line
+        lines.append(f"  needs.{line.lstrip()}")
+    return "\n".join([DERIVE_HEAD.rstrip(), "", *lines]).replace("$", "$$") + "\n"
+
+
+def score_help() -> str:
+    return _help(SCORE_HEAD, _setting_lines(ScoreNeedsSettings), "", {})
+
+
 def stats_help() -> str:
     return _help(STATS_HEAD, _setting_lines(StatsSettings), "", {})
 
@@ -211,6 +254,11 @@ def register_configs() -> None:
     cs.store(name="data_stats", node=_primary("stats", ["data_stats_schema"], stats_help()))
     cs.store(name="data_import_schema", node=ImportSettings)
     cs.store(name="data_import", node=_primary("import", ["data_import_schema"], import_help()))
+    cs.store(name="data_derive_schema", node=DeriveSettings)
+    cs.store(name="data_derive", node=_primary("derive", ["data_derive_schema"], derive_help()))
+    cs.store(name="data_score_needs_schema", node=ScoreNeedsSettings)
+    cs.store(name="data_score-needs",
+             node=_primary("score-needs", ["data_score_needs_schema"], score_help()))  # fmt: skip
 
 
 register_configs()
@@ -239,7 +287,7 @@ def check(cfg) -> None:
     readable) and the file it writes (absent unless ``overwrite=true``)."""
     settings = resolve(cfg)
     check_numbers(settings)
-    for key in ("src", "trace", "compare"):
+    for key in ("src", "trace", "compare", "derived", "reference", "calibrate"):
         path = getattr(settings, key, None)
         if path is not None and not (isinstance(settings, ImportSettings) and Path(path).is_dir()):
             check_input_file(key, path)
@@ -256,7 +304,7 @@ def _task(command: str) -> Callable[[DictConfig], None]:
             text = body(settings)
         except ERRORS as exc:
             message = error_message(exc)
-            source = next((f"{k}={getattr(settings, k)}" for k in ("trace", "src")
+            source = next((f"{k}={getattr(settings, k)}" for k in ("trace", "src", "derived")
                            if hasattr(settings, k)), None)  # fmt: skip
             if source and not isinstance(exc, (ValueError, OSError, OmegaConfBaseException)):
                 message = f"{source}: cannot be read: {message}"

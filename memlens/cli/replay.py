@@ -20,7 +20,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from memlens._util.atomic import write_json, write_text
-from memlens.analyze.recommend import Choice, default_cost, recommend, render
+from memlens.analyze.recommend import Choice, default_cost, recommend, recommend_across, render
 from memlens.analyze.registry import declared, report_columns, summary_columns
 from memlens.analyze.report import Report
 from memlens.analyze.stats import Interval, StatsConfig, differences
@@ -449,9 +449,18 @@ def compare_task(cfg: DictConfig) -> list[dict]:
     else:
         print_verdict(rows, settings)
     if settings.stability and rows:  # several derivations: does the ranking hold?
-        from memlens.analyze.stability import compare_rows, stability_lines
+        from memlens.analyze.stability import (
+            compare_rows,
+            pair_verdicts,
+            stability_lines,
+            verdict_lines,
+            with_parts,
+        )
 
-        print("\n" + "\n".join(stability_lines(compare_rows(rows), VS_METRIC)))
+        table, tol = compare_rows(rows), settings.stability_tolerance
+        print("\n" + "\n".join(stability_lines(table, VS_METRIC, tol)))
+        verdicts = pair_verdicts(with_parts(table, VS_METRIC), VS_METRIC, settings.stats, tol)
+        print("\n".join(verdict_lines(verdicts, VS_METRIC, settings.stats)))
     print(f"table written to {_run_dir() / 'compare.csv'}")
     exit_if_required(settings.mlflow, _run_dir())
     exit_if_failed(sweep)
@@ -507,6 +516,8 @@ def recommend_task(cfg: DictConfig) -> dict:
     def write_recommendation(rows: list[Row], folder: Path) -> None:  # in compare's run folder
         made["data"] = [r.to_json(columns, settings.reference) for r in rows]
         made["doc"] = recommend(made["data"], choice, settings.stats)
+        if settings.stability:  # several derivations: only what meets the target under all
+            made["doc"]["across"] = recommend_across(made["data"], choice, settings.stats)
         write_json(folder / "recommend.json", made["doc"])
 
     _, sweep = run_compare(settings, cfg, name="recommend", finish=write_recommendation)

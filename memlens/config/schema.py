@@ -208,6 +208,9 @@ class CompareConfig(CommonConfig):
     # holds across them (memlens.analyze.stability); off by default, since different datasets are
     # expected to rank policies differently
     stability: bool = False
+    # stability=true: two policies closer than this on a trace are tied there (point
+    # comparisons, and pairs without an interval); the verdicts use paired intervals
+    stability_tolerance: float = 0.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -226,6 +229,7 @@ class CompareConfig(CommonConfig):
         if self.stability and len(self.traces or []) < 2:
             raise ValueError("stability=true compares rankings across traces: list at least two "
                              "derivations of the same logs in traces=[...]")  # fmt: skip
+        number("stability_tolerance", self.stability_tolerance, low=0)
         for b in self.budgets:
             check_budget(b, "budgets")
         for key in ("budgets", "policies"):

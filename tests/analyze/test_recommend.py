@@ -191,3 +191,31 @@ def test_bad_settings_exit_2_with_one_line(capsys, command, args, message):
     assert exit_.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], lines
+
+
+# --------------------------------------------------------- several derivations at once
+def test_across_derivations_only_what_meets_the_target_under_all():
+    """Under derivation A the cheapest qualifying setting is b (0.65); under B, b and c fall to
+    0.55 and only d qualifies: across both, d is recommended, and the statement says that A
+    alone would have picked b."""
+    from memlens.analyze.recommend import recommend_across
+
+    rows_a = [{**r, "trace": "A"} for r in ROWS]
+    worse = {p: row(p, 1024, [5, 6] * (N // 2), [1.5] * N, 2.0) for p in ("b", "c")}
+    rows_b = [{**worse.get(r["policy"], r), "trace": "B"} for r in ROWS]
+    doc = recommend_across(rows_a + rows_b, CHOICE, StatsConfig())
+    assert doc["recommended"]["policy"] == "d" and doc["recommended"]["budget"] == 2048
+    assert doc["recommended"]["min_quality"] == pytest.approx(0.9)
+    assert "under all 2 derivations: recommended d@2048" in doc["statement"]
+    assert "a single derivation alone would pick b@1024 (A)" in doc["statement"]
+
+
+def test_across_derivations_none_meets_the_target():
+    from memlens.analyze.recommend import recommend_across
+
+    rows = [{**r, "trace": "A"} for r in ROWS if r["policy"] != "d"]
+    rows += [{**r, "trace": "B"} for r in ROWS if r["policy"] in ("a", "e")]
+    doc = recommend_across(rows, CHOICE, StatsConfig())
+    assert doc["recommended"] is None
+    assert doc["statement"].startswith("under all 2 derivations: no setting reaches")
+    assert "e@2048 misses under A, B" in doc["statement"]

@@ -139,3 +139,61 @@ def test_stability_needs_two_traces_and_is_refused_before_work(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("error: stability=true")
     assert not (tmp_path / "run").exists()
+
+
+# ------------------------------------------------------------------ interval verdicts
+def _parts_rows(trace, budget, per_policy):
+    """Rows with per-stream (hits, requests) parts: every stream has 10 requests."""
+    import numpy as np
+
+    return [{"trace": trace, "policy": p, "budget": budget,
+             "parts": (np.array(h, float), np.full(len(h), 10.0))}
+            for p, h in per_policy.items()]  # fmt: skip
+
+
+def test_verdicts_by_hand():
+    """A difference the same on every stream holds; one that is +8 on half the streams and
+    -8 on the others includes 0 (unresolved); opposite clear signs flip."""
+    from memlens.analyze.stability import pair_verdicts
+    from memlens.analyze.stats import StatsConfig
+
+    cfg = StatsConfig()
+    up, down = [9] * 6, [1] * 6
+    mixed_a, mixed_b = [9, 1, 9, 1, 9, 1], [1, 9, 1, 9, 1, 9]
+    rows = _parts_rows("a", 1, {"x": up, "y": down, "z": mixed_a, "w": mixed_b})
+    rows += _parts_rows("b", 1, {"x": up, "y": down, "z": mixed_b, "w": mixed_a})
+    rows += _parts_rows("a", 2, {"x": up, "y": down})
+    rows += _parts_rows("b", 2, {"x": down, "y": up})
+    got = {(v.budget, v.first, v.second): v for v in pair_verdicts(rows, "hit_rate", cfg)}
+    assert got[(1, "x", "y")].verdict == "holds"
+    assert got[(1, "x", "y")].intervals["a"].estimate == pytest.approx(0.8)
+    assert got[(1, "z", "w")].verdict == "unresolved"  # the mixed streams: includes 0
+    assert got[(2, "x", "y")].verdict == "flips"
+
+
+def test_without_intervals_the_tolerance_decides():
+    """Two streams (fewer than stats.min_streams): the point estimate counts only when it is
+    more than the tolerance from 0."""
+    from memlens.analyze.stability import pair_verdicts
+    from memlens.analyze.stats import StatsConfig
+
+    rows = _parts_rows("a", 1, {"x": [5, 5], "y": [4, 5]})  # +0.05
+    rows += _parts_rows("b", 1, {"x": [4, 5], "y": [5, 5]})  # -0.05
+    cfg = StatsConfig()
+    assert pair_verdicts(rows, "m", cfg)[0].verdict == "flips"
+    assert pair_verdicts(rows, "m", cfg, tolerance=0.1)[0].verdict == "unresolved"
+    rows2 = _parts_rows("a", 1, {"x": [9, 9], "y": [1, 1]}) + _parts_rows(
+        "b", 1, {"x": [8, 8], "y": [1, 1]})  # fmt: skip
+    assert pair_verdicts(rows2, "m", cfg, tolerance=0.1)[0].verdict == "holds"
+
+
+def test_verdict_lines_count_each_word():
+    from memlens.analyze.stability import pair_verdicts, verdict_lines
+    from memlens.analyze.stats import StatsConfig
+
+    cfg = StatsConfig()
+    rows = _parts_rows("a", 7, {"x": [9] * 6, "y": [1] * 6})
+    rows += _parts_rows("b", 7, {"x": [9] * 6, "y": [1] * 6})
+    text = "\n".join(verdict_lines(pair_verdicts(rows, "hit_rate", cfg), "hit_rate", cfg))
+    assert "budget 7: 1 holds, 0 flips, 0 unresolved" in text
+    assert "x vs y: holds (a: +0.800 [0.800, 0.800] *; b: +0.800 [0.800, 0.800] *)" in text

@@ -151,7 +151,11 @@ def test_union_is_every_method_together():
 
 def test_describe_records_the_method_and_its_settings():
     assert NeedsSettings().describe() == {"method": "args", "pick": "alternatives",
-                                          "evidence": "derived"}  # fmt: skip
+                                          "commands": True, "evidence": "derived"}  # fmt: skip
+    # whole values only (the shipped tau-bench trace's derivation): the header says as before
+    assert NeedsSettings(commands=False).describe() == {"method": "args", "pick": "alternatives",
+                                                        "evidence": "derived"}  # fmt: skip
+    assert NeedsSettings(method="bm25", calibration="x").describe()["calibration"] == "x"
     d = NeedsSettings(method="overlap", overlap_top_k=5).describe()
     assert d["overlap_top_k"] == 5 and "pick" not in d and d["evidence"] == "derived"
     assert set(NeedsSettings(method="union").describe()) > {"pick", "overlap_top_k",
