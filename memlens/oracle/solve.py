@@ -36,6 +36,7 @@ from memlens.oracle.bounds import (
     relaxed_upper,
 )
 from memlens.oracle.model import build_model, keep_pairs, schedule_load_ok
+from memlens.oracle.quiet import silenced
 from memlens.oracle.result import OracleResult, StreamBound
 from memlens.oracle.rounding import round_schedule
 from memlens.oracle.segments import segmented_lp_upper
@@ -64,6 +65,9 @@ class OracleSettings:
     cut_rounds: int = 1
     cache: bool = True  # cache results on disk
     cache_dir: str | None = None  # None: $MEMLENS_CACHE/oracle or ~/.cache/memlens/oracle
+    # where HiGHS's own output goes (appended; memlens.oracle.quiet): None discards it, so the
+    # solver never prints on the terminal; e.g. oracle.solver_log=${hydra:runtime.output_dir}/solver.log
+    solver_log: str | None = None
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -80,7 +84,7 @@ class OracleSettings:
     def solver_key(self) -> dict:
         """The settings that change the numbers (not where they are cached)."""
         d = asdict(self)
-        for name in ("enabled", "cache", "cache_dir", "n_jobs"):
+        for name in ("enabled", "cache", "cache_dir", "n_jobs", "solver_log"):
             d.pop(name)
         return d
 
@@ -126,13 +130,31 @@ def _replay(trace: Trace, plans: list[np.ndarray], budget: int, demand_fetch: bo
     return _stream_hits(trace, res.need_hit)
 
 
+def _one_lp(model, settings: OracleSettings) -> bool:
+    """Whether the stream's upper bound is one LP (not cut into segments)."""
+    whole = model.n_references <= 4 * settings.segment_references and settings.method == "auto"
+    return settings.method == "lp" or settings.segment_references == 0 or whole
+
+
+def _fits(model, settings: OracleSettings) -> bool:
+    """Whether the stream's LP is solved in closed form: every gap kept at once respects the
+    capacity (so keeping everything is feasible, hence the LP's unique optimum: every chain
+    interval is worth its depth, a strictly better use of its one unit than any shorter one).
+    Its bound is then ``forced_hits + gaps`` and its rounding keeps every gap, exactly what
+    HiGHS and ``round_schedule`` give (tests/oracle/test_oracle_fits.py), in microseconds
+    instead of milliseconds: on many short streams at a large budget most streams fit.  Not
+    for needs with alternatives (where keeping every alternative is one optimum of several)."""
+    if model.has_groups or not _one_lp(model, settings):
+        return False
+    return schedule_load_ok(model, np.ones(model.n_gaps, dtype=bool))
+
+
 def _upper(model, settings: OracleSettings) -> tuple[int, list[np.ndarray], str, int]:
     """The stream's LP-based upper bound, the rounding's candidate priorities (the LP's
     fractional gap values, and for a cut stream a second set: ``memlens.oracle.segments``),
     its method and its number of segments."""
-    whole = model.n_references <= 4 * settings.segment_references and settings.method == "auto"
     solver = partial(lp_candidates, cut_rounds=settings.cut_rounds)
-    if settings.method == "lp" or settings.segment_references == 0 or whole:
+    if _one_lp(model, settings):
         upper, y = solver(model)
         return upper, list(y), "lp", 1
     upper, priorities, n = segmented_lp_upper(model, settings.segment_references, solver,
@@ -150,6 +172,12 @@ def _stream_bound(model, settings: OracleSettings) -> tuple[StreamBound, list[np
     selected = np.zeros(model.n_gaps, dtype=bool)
     base = selected
     lower_method, upper_method, segments = "belady", "relaxed", 1
+    if use_lp and _fits(model, settings):
+        everything = np.ones(model.n_gaps, dtype=bool)
+        bound = model.planned_hits(everything)
+        return StreamBound(upper=bound, lower=bound, references=model.n_references,
+                           upper_method="lp", lower_method="lp-round", gaps=model.n_gaps,
+                           solve_s=0.0, segments=1), [everything, everything]  # fmt: skip
     if use_lp:
         upper, priorities, upper_method, segments = _upper(model, settings)
         rounded = [round_schedule(model, p) for p in priorities]
@@ -235,13 +263,14 @@ def _compute(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSett
     bounds: list[StreamBound] = []
     candidates: list[list[np.ndarray]] = []
     planned: list[list[int]] = []
-    for s in range(trace.n_streams):
-        t0 = time.perf_counter()
-        model = build_model(trace, s, budget, demand_fetch)
-        bound, chosen = _stream_bound(model, settings)
-        bound.solve_s = time.perf_counter() - t0
-        bounds.append(bound)
-        candidates.append([keep_pairs(model, c) for c in chosen])
-        planned.append([model.planned_hits(c) for c in chosen])
+    with silenced(settings.solver_log):
+        for s in range(trace.n_streams):
+            t0 = time.perf_counter()
+            model = build_model(trace, s, budget, demand_fetch)
+            bound, chosen = _stream_bound(model, settings)
+            bound.solve_s = time.perf_counter() - t0
+            bounds.append(bound)
+            candidates.append([keep_pairs(model, c) for c in chosen])
+            planned.append([model.planned_hits(c) for c in chosen])
     plans = _lower_bounds(trace, bounds, candidates, planned, budget, demand_fetch)
     return OracleResult(budget, demand_fetch, bounds, plans, time.perf_counter() - t_all)
