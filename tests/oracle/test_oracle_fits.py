@@ -15,8 +15,8 @@ import importlib
 
 import numpy as np
 import pytest
-
 from memlens.datasets.archetypes import generate
+
 from memlens.oracle import OracleSettings, solve
 from memlens.oracle.model import build_model
 from memlens.trace.io import load_trace, write_trace
