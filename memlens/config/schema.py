@@ -323,8 +323,22 @@ def schema_name(policy: str) -> str:
     return f"{policy}_schema"
 
 
+_REGISTERED: list[bool] = []
+
+
 def register_configs() -> None:
-    """Put every schema in Hydra's ConfigStore (idempotent; called before composing)."""
+    """Put every schema in Hydra's ConfigStore, once per process (called before composing).
+
+    Once: the pre-run check, every compare job's composition and Hydra's own app call it, and
+    each registration imports every policy class and rebuilds its schema (issue 34: seconds
+    on a warm ``simulate``).  The ConfigStore is process-wide and nothing removes entries."""
+    if _REGISTERED:
+        return
+    _register()
+    _REGISTERED.append(True)
+
+
+def _register() -> None:
     from hydra.core.config_store import ConfigStore
     from hydra.utils import get_class
 
