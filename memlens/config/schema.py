@@ -33,7 +33,7 @@ from memlens._util.values import check_numbers, number
 from memlens.analyze.costs import CostsConfig
 from memlens.analyze.eventlog import EventLogConfig
 from memlens.analyze.stats import StatsConfig
-from memlens.oracle.solve import OracleSettings
+from memlens.oracle.settings import OracleSettings
 from memlens.retrieval.compression import CompressionConfig
 from memlens.retrieval.config import RetrievalConfig
 from memlens.retrieval.embeddings import EmbeddingsConfig
