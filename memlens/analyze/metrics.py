@@ -135,12 +135,13 @@ def needed_references(trace: Trace, result: SimResult, price_per_mtok: float,
 
 #: Per-trace values every replay of a trace shares, kept in ``trace.__dict__`` under this key
 #: (the trace is memoised per process, so a compare's jobs on one trace compute them once).
-_PER_TRACE_KEY = "_memlens_metrics_per_trace"
+PER_TRACE_KEY = "_memlens_metrics_per_trace"
+_PER_TRACE_KEY = PER_TRACE_KEY  # the earlier name
 _PRICES_KEPT = 4  # (price, costs) settings whose reference prices are kept per trace
 
 
 def _per_trace(trace: Trace) -> dict:
-    return trace.__dict__.setdefault(_PER_TRACE_KEY, {})
+    return trace.__dict__.setdefault(PER_TRACE_KEY, {})
 
 
 def _frozen(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
