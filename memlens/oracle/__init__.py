@@ -4,27 +4,16 @@
 class can score more hits) and ``lower`` (hits of a schedule the simulator replays as
 ``policy=oracle``).  ``memlens.analyze.oracle_report`` turns them into the ``oracle`` section of
 metrics.json and the ``oracle_upper`` / ``regret`` columns.  See docs/oracle.md.
+
+Importing the package costs no solver: scipy's sparse matrices and HiGHS are imported by the
+functions that use them (``bounds``, ``cuts``), so a run with the oracle off, whose config
+holds an ``OracleSettings``, never loads them (issue 34).
 """
 
-from importlib import import_module
-
-#: Where each public name lives; imported when first asked for, so that ``memlens.oracle.settings``
-#: (every command's config) does not import the solver, and with it scipy.
-_WHERE = {
-    "OracleResult": "memlens.oracle.result",
-    "OracleSettings": "memlens.oracle.settings",
-    "OracleSolveError": "memlens.oracle.bounds",
-    "StreamBound": "memlens.oracle.result",
-    "clear_memo": "memlens.oracle.solve",
-    "solve": "memlens.oracle.solve",
-}
-
-
-def __getattr__(name: str):
-    if name in _WHERE:
-        return getattr(import_module(_WHERE[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+from memlens.oracle.bounds import OracleSolveError
+from memlens.oracle.result import OracleResult, StreamBound
+from memlens.oracle.settings import OracleSettings
+from memlens.oracle.solve import clear_memo, solve
 
 __all__ = [
     "OracleResult",
