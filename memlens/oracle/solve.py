@@ -211,13 +211,16 @@ def _lower_bounds(
     return plans
 
 
-def _compute(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSettings):
-    t_all = time.perf_counter()
+def stream_bounds(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSettings,
+                  streams: range | None = None) -> tuple[list, list, list]:  # fmt: skip
+    """Per stream of ``streams`` (default: every one), its bound, its two candidate plans and
+    what they plan: the part of a solve that is independent per stream, so a sweep can spread
+    one budget's streams over its workers (``memlens.oracle.batch``) and :func:`finish` them."""
     bounds: list[StreamBound] = []
     candidates: list[list[np.ndarray]] = []
     planned: list[list[int]] = []
     with silenced(settings.solver_log):
-        for s in range(trace.n_streams):
+        for s in streams if streams is not None else range(trace.n_streams):
             t0 = time.perf_counter()
             model = build_model(trace, s, budget, demand_fetch)
             bound, chosen = _stream_bound(model, settings)
@@ -225,5 +228,21 @@ def _compute(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSett
             bounds.append(bound)
             candidates.append([keep_pairs(model, c) for c in chosen])
             planned.append([model.planned_hits(c) for c in chosen])
+    return bounds, candidates, planned
+
+
+def finish(trace: Trace, budget: int, demand_fetch: bool, parts: tuple[list, list, list],
+           wall_s: float) -> OracleResult:  # fmt: skip
+    """The result from every stream's :func:`stream_bounds` (in stream order): the plans
+    replayed for the lower bounds."""
+    bounds, candidates, planned = parts
     plans = _lower_bounds(trace, bounds, candidates, planned, budget, demand_fetch)
-    return OracleResult(budget, demand_fetch, bounds, plans, time.perf_counter() - t_all)
+    return OracleResult(budget, demand_fetch, bounds, plans, wall_s)
+
+
+def _compute(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSettings):
+    t_all = time.perf_counter()
+    parts = stream_bounds(trace, budget, demand_fetch, settings)
+    result = finish(trace, budget, demand_fetch, parts, 0.0)
+    result.wall_s = time.perf_counter() - t_all
+    return result
