@@ -101,6 +101,12 @@ def compare(trace: Path, run_dir: Path, env: dict, oracle: bool, cache: Path) ->
             "load": case["load"], "solver_lines_on_terminal": len(noisy)}  # fmt: skip
 
 
+def _save(out: dict) -> None:
+    """The cases measured so far (a run stopped part-way keeps them)."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"many_streams_{out['label']}.json").write_text(json.dumps(out, indent=2) + "\n")
+
+
 def measure(args) -> dict:
     cache = args.workdir / "cache"
     env = {**os.environ, "MEMLENS_CACHE": str(cache), "PYTHONWARNINGS": "ignore"}
@@ -113,12 +119,17 @@ def measure(args) -> dict:
     t0 = time.perf_counter()
     run_child([MEMLENS, "--help"], env)  # page cache warm
     out["help"] = {"wall_s": min(run_child([MEMLENS, "--help"], env)["wall_s"] for _ in range(3))}
+    _save(out)
     # warm-up: parsed-trace cache, compiled kernels, the oracle's bound at 1024
     simulate(trace, runs / "warm", env, [])
     out["simulate"] = simulate(trace, runs / "simulate", env, [])
+    _save(out)
     out["simulate_no_events"] = simulate(trace, runs / "simulate-ne", env, ["events.enabled=false"])
+    _save(out)
     out["compare_off"] = compare(trace, runs / "compare-off", env, False, cache)
+    _save(out)
     out["compare_on"] = compare(trace, runs / "compare-on", env, True, cache)
+    _save(out)
     off, on = out["compare_off"], out["compare_on"]
     out["ratios"] = {
         "simulate_over_replay": out["simulate"]["ratio"],
@@ -165,13 +176,20 @@ def main() -> None:
     p.add_argument("--streams", type=int, default=5800)
     p.add_argument("--events-per-stream", type=int, default=150)
     p.add_argument("--seed", type=int, default=34)
+    p.add_argument(
+        "--label-suffix-streams",
+        action="store_true",
+        help="name the result file many_streams_<label>_<streams>.json",
+    )
     p.add_argument("--workdir", type=Path, default=Path("/tmp/memlens-bench-many"))
     args = p.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
+    if args.label_suffix_streams:
+        args.label = f"{args.label}_{args.streams}"
     result = measure(args)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"many_streams_{args.label}.json").write_text(json.dumps(result, indent=2) + "\n")
+    _save(result)
     results = [json.loads(f.read_text()) for f in sorted(RESULTS.glob("many_streams_*.json"))]
+    results = [r for r in results if "ratios" in r]  # runs stopped part-way: no row
     write_md(results)
     print(json.dumps(result["ratios"], indent=2))
 
