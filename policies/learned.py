@@ -42,6 +42,7 @@ import math
 from collections.abc import Callable
 from functools import cached_property
 from heapq import heapify, heappop, heappush
+from typing import TYPE_CHECKING
 
 import numpy as np
 from memlens.policies.rule import RuleScorer
@@ -60,8 +61,11 @@ from memlens.scorer.decision_features import (
     default_tier,
     set_budget,
 )
-from memlens.scorer.model import CompiledForest, LearnedModel, ValueScorer, load_model
+from memlens.scorer.model import CompiledForest, LearnedModel, load_model
 from memlens.trace.model import ANNOTATE, PIN, UNPIN, Trace
+
+if TYPE_CHECKING:  # the estimator imports scikit-learn: only online retraining needs it
+    from memlens.scorer.estimator import ValueScorer
 
 ABSENT, ACTIVE, PINNED = 0, 1, 2
 _NEVER = 1 << 62  # "no timed row left" for the catch-up's due event
@@ -452,6 +456,8 @@ class LearnedScorer(Policy):
         rows, y = np.asarray(rows)[keep], y[keep]
         if len(np.unique(y)) < 2:
             return
+        from memlens.scorer.estimator import ValueScorer
+
         est = ValueScorer(n_estimators=30, num_leaves=7, min_child_samples=2,
                           random_state=self.seed)  # fmt: skip
         X = t.X[rows]  # a copy: its budget columns set for this replay's budget

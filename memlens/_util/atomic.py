@@ -39,5 +39,37 @@ def write_text(path: str | os.PathLike, text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
-def write_json(path: str | os.PathLike, obj) -> None:
-    write_text(path, json.dumps(obj, indent=2, sort_keys=False, allow_nan=False) + "\n")
+def write_json(path: str | os.PathLike, obj, flat_lists: bool = False) -> None:
+    """``obj`` as indented JSON.  ``flat_lists``: every list of plain values on one line
+    (:func:`dumps_flat_lists`): the same document, written many times faster when it holds
+    long number lists (a run's per-stream parts over thousands of streams)."""
+    text = dumps_flat_lists(obj) if flat_lists else json.dumps(obj, indent=2, allow_nan=False)
+    write_text(path, text + "\n")
+
+
+_FLAT = json.JSONEncoder(allow_nan=False, separators=(", ", ": "))
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def dumps_flat_lists(obj, level: int = 0) -> str:
+    """``json.dumps(obj, indent=2)`` but with each list of scalars on one line (a list whose
+    first item is a scalar).
+
+    With ``indent`` set, Python's ``json`` encodes in pure Python, a line per number: on a
+    compare over 5,800 streams, 100 MB and most of the command's writing time (issue 34).  Lists
+    of scalars go through the C encoder instead; dictionaries and lists of containers keep
+    their indentation.  Numbers are written as ``json.dumps`` writes them (the same ``repr``),
+    so the parsed document is identical."""
+    pad, inner = "  " * level, "  " * (level + 1)
+    if isinstance(obj, dict):
+        if not obj:
+            return "{}"
+        items = [f"{inner}{json.dumps(str(k))}: {dumps_flat_lists(v, level + 1)}"
+                 for k, v in obj.items()]  # fmt: skip
+        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    if isinstance(obj, (list, tuple)):
+        if not obj or isinstance(obj[0], _SCALARS):  # (a container further on: one line too)
+            return _FLAT.encode(obj)
+        items = [f"{inner}{dumps_flat_lists(v, level + 1)}" for v in obj]
+        return "[\n" + ",\n".join(items) + f"\n{pad}]"
+    return _FLAT.encode(obj)

@@ -64,6 +64,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from memlens.analyze.costs import CostsConfig
+from memlens.analyze.quantiles import grouped_percentile
 from memlens.analyze.registry import Metric, computed, metric, register, stream_parts
 from memlens.simulator import SimResult
 from memlens.trace.features import type_array
@@ -134,12 +135,13 @@ def needed_references(trace: Trace, result: SimResult, price_per_mtok: float,
 
 #: Per-trace values every replay of a trace shares, kept in ``trace.__dict__`` under this key
 #: (the trace is memoised per process, so a compare's jobs on one trace compute them once).
-_PER_TRACE_KEY = "_memlens_metrics_per_trace"
+PER_TRACE_KEY = "_memlens_metrics_per_trace"
+_PER_TRACE_KEY = PER_TRACE_KEY  # the earlier name
 _PRICES_KEPT = 4  # (price, costs) settings whose reference prices are kept per trace
 
 
 def _per_trace(trace: Trace) -> dict:
-    return trace.__dict__.setdefault(_PER_TRACE_KEY, {})
+    return trace.__dict__.setdefault(PER_TRACE_KEY, {})
 
 
 def _frozen(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -230,6 +232,9 @@ class RequestGroup:
     price_per_mtok: float
     refs: References = field(default_factory=References.empty)  # the group's needed references
     costs: CostsConfig = field(default_factory=CostsConfig)  # what ``refs`` was computed with
+    # ``np.percentile(ctx, 95)`` computed beforehand (memlens.analyze.quantiles: every stream's
+    # at once, the same value); None: computed from ``ctx`` when asked
+    ctx_p95: float | None = None
 
 
 # ------------------------------------------------------- core metrics, declared once
@@ -266,7 +271,9 @@ def mean_context_tokens(g: RequestGroup):
 @metric("p95_context_tokens", "95th percentile of WM tokens at a request (linear)", None,
         fmt=",.1f", summary=True)  # fmt: skip
 def p95_context_tokens(g: RequestGroup):
-    return float(np.percentile(g.ctx, 95)) if g.ctx.size else None
+    if not g.ctx.size:
+        return None
+    return g.ctx_p95 if g.ctx_p95 is not None else float(np.percentile(g.ctx, 95))
 
 
 @metric("false_eviction_rate", "evictions of items a later request needs / all evictions",
@@ -420,17 +427,18 @@ def _pct(x: np.ndarray, q: float) -> float | None:
 
 
 def _retrieval_summary(trace: Trace, result: SimResult, rec, req_mask: np.ndarray,
-                       price_per_mtok: float,
-                       ref_rows: np.ndarray | None = None) -> dict:  # fmt: skip
+                       price_per_mtok: float, ref_rows: np.ndarray | None = None,
+                       ctx_p95: float | None = None) -> dict:  # fmt: skip
     """Retrieval metrics over the requests in ``req_mask`` (``rec`` None: retrieval off; then
-    ``req_mask`` may be request indices, ``ref_rows`` their references' indices)."""
+    ``req_mask`` may be request indices, ``ref_rows`` their references' indices, and
+    ``ctx_p95`` their context tokens' 95th percentile if already known)."""
     ctx = result.context_tokens[req_mask]
     if rec is None:
         hit = result.need_hit[ref_rows if ref_rows is not None else req_mask[trace.need_request]]
         return {
             "context_recall": _ratio(int(hit.sum()), int(hit.size)),
             "mean_context_tokens_total": float(ctx.mean()) if ctx.size else None,
-            "p95_context_tokens_total": _pct(ctx, 95),
+            "p95_context_tokens_total": ctx_p95 if ctx_p95 is not None else _pct(ctx, 95),
             "cost_usd_total": float(ctx.sum()) * float(price_per_mtok) / 1e6,
         }
     ref_mask = req_mask[trace.need_request]
@@ -481,6 +489,7 @@ def compute_metrics(
         result.budget, price_per_mtok, refs, costs,
     ))  # fmt: skip
     index = stream_index(trace)
+    p95 = grouped_percentile(ctx, index.requests, 95)  # every stream's at once
     streams, per_stream = {}, []
     for s, name in enumerate(trace.stream_names):  # one stream's group alive at a time
         rows = index.requests[s]
@@ -488,7 +497,7 @@ def compute_metrics(
             int(index.events[s]), needs_count[rows], hits[rows], ctx[rows],
             result.pinned_tokens[rows], int(result.evictions[s]),
             int(result.false_evictions[s]), result.budget, price_per_mtok,
-            refs.select(index.references[s]), costs,
+            refs.select(index.references[s]), costs, p95[s],
         )  # fmt: skip
         streams[name] = _summary(g)
         per_stream.append(stream_parts([g]))
@@ -498,7 +507,7 @@ def compute_metrics(
     for s, name in enumerate(trace.stream_names):
         if retrieval is None:  # by index: the same rows as the mask, without a pass per stream
             part = _retrieval_summary(trace, result, None, index.requests[s], price_per_mtok,
-                                      index.references[s])  # fmt: skip
+                                      index.references[s], p95[s])  # fmt: skip
         else:
             part = _retrieval_summary(trace, result, retrieval, trace.req_stream == s,
                                       price_per_mtok)  # fmt: skip

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from memlens.analyze.report import Section
 from memlens.oracle.result import OracleResult
-from memlens.oracle.solve import OracleSettings, solve
+from memlens.oracle.settings import OracleSettings
 from memlens.trace.model import Trace
 
 
@@ -67,6 +67,8 @@ def analyze(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSetti
     """
     if not settings.enabled:
         return Section("oracle", {"enabled": False}, {"oracle_upper": None, "regret": None})
+    from memlens.oracle.solve import solve  # HiGHS, through scipy: only when the oracle is on
+
     bounds = solve(trace, budget, demand_fetch, settings)
     refs = trace.n_references
     sec = section(bounds, trace, hits, _rate(hits, refs), applies)

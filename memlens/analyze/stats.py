@@ -35,7 +35,6 @@ import functools
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import ndtr, ndtri
 
 from memlens.analyze.registry import combine
 
@@ -141,6 +140,8 @@ def _bounds(reps: np.ndarray, estimate: float, jack: np.ndarray, cfg: StatsConfi
     alpha = (1 - cfg.ci) / 2
     levels = np.array([alpha, 1 - alpha])
     if cfg.method == "bca" and np.ptp(reps) > 0:
+        from scipy.special import ndtr, ndtri  # only BCa needs scipy (a second to import)
+
         z0 = ndtri(np.mean(reps < estimate))
         d = np.nanmean(jack) - jack
         d = d[np.isfinite(d)]

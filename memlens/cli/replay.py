@@ -370,7 +370,9 @@ def write_compare(out_dir: Path, rows: list[Row], reference: str | None) -> None
         csv_cols += ["reference", *[f"{k}_vs_ref{b}" for k in bounded
                                     for b in ("", "_low", "_high")]]  # fmt: skip
     write_text(out_dir / "compare.csv", to_csv(flat, csv_cols))
-    write_json(out_dir / "compare.json", [r.to_json(columns, reference) for r in rows])
+    write_json(
+        out_dir / "compare.json", [r.to_json(columns, reference) for r in rows], flat_lists=True
+    )  # per-stream parts: long number lists
 
 
 def shown_rows(rows: list[Row], columns: list[str], reference: str | None,

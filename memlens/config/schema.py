@@ -33,7 +33,7 @@ from memlens._util.values import check_numbers, number
 from memlens.analyze.costs import CostsConfig
 from memlens.analyze.eventlog import EventLogConfig
 from memlens.analyze.stats import StatsConfig
-from memlens.oracle.solve import OracleSettings
+from memlens.oracle.settings import OracleSettings
 from memlens.retrieval.compression import CompressionConfig
 from memlens.retrieval.config import RetrievalConfig
 from memlens.retrieval.embeddings import EmbeddingsConfig
@@ -336,8 +336,22 @@ def schema_name(policy: str) -> str:
     return f"{policy}_schema"
 
 
+_REGISTERED: list[bool] = []
+
+
 def register_configs() -> None:
-    """Put every schema in Hydra's ConfigStore (idempotent; called before composing)."""
+    """Put every schema in Hydra's ConfigStore, once per process (called before composing).
+
+    Once: the pre-run check, every compare job's composition and Hydra's own app call it, and
+    each registration imports every policy class and rebuilds its schema (issue 34: seconds
+    on a warm ``simulate``).  The ConfigStore is process-wide and nothing removes entries."""
+    if _REGISTERED:
+        return
+    _register()
+    _REGISTERED.append(True)
+
+
+def _register() -> None:
     from hydra.core.config_store import ConfigStore
     from hydra.utils import get_class
 

@@ -3,27 +3,53 @@
 Every job of ``memlens compare`` reports the oracle's bounds at its budget, and the ``oracle``
 row replays its plan; ten policies at one budget all need the same solve.  Left to the jobs,
 two workers starting jobs of the same budget at once would both solve it.  So the sweep calls
-:func:`presolve` first: one task per (trace, budget), spread over the worker processes, each
-storing its result in the on-disk oracle cache (``memlens.oracle.cache``), where every job then
-finds it; the results also go into this process's memo.  With ``oracle.cache: false`` there is
+:func:`presolve` first, spread over the worker processes.  The streams of one (trace, budget)
+are solved independently (``memlens.oracle.solve.stream_bounds``), so each (trace, budget) is
+cut into chunks of consecutive streams, one task each: on many short streams one budget (the
+smallest, where most streams need HiGHS) no longer holds one core while the other waits
+(issue 34).  This process joins each budget's chunks in stream order, replays the plans
+(``finish``), stores the result in the on-disk oracle cache (``memlens.oracle.cache``), where
+every job then finds it, and in its memo.  The numbers do not depend on the chunks: every
+stream's solve is the same deterministic computation.  With ``oracle.cache: false`` there is
 nothing the workers could share, so the jobs solve for themselves as before.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import time
 
 from memlens._util.parallel import run_parallel
 from memlens.oracle import cache
-from memlens.oracle.solve import _MEMO, OracleSettings, solve
+from memlens.oracle.solve import _MEMO, OracleSettings, finish, stream_bounds
+
+#: Chunks per worker and (trace, budget): small enough to balance uneven budgets, large enough
+#: that a task's trace load and start-up stay small beside its solves.
+CHUNKS_PER_WORKER = 4
+_TRACE: dict[tuple[str, bool], object] = {}  # a worker's last trace, for its next chunk
 
 
-def _solve_one(task: tuple) -> object:
-    path, trace_cache, budget, demand_fetch, settings = task
+def _trace(path: str, trace_cache: bool):
     from memlens.trace.cache import load_trace_cached
 
-    trace = load_trace_cached(path, enabled=trace_cache)
-    return solve(trace, budget, demand_fetch, settings)
+    if (path, trace_cache) not in _TRACE:
+        _TRACE.clear()
+        _TRACE[(path, trace_cache)] = load_trace_cached(path, enabled=trace_cache)
+    return _TRACE[(path, trace_cache)]
+
+
+def _solve_chunk(task: tuple) -> tuple:
+    path, trace_cache, budget, demand_fetch, settings, lo, hi = task
+    start = time.perf_counter()
+    trace = _trace(path, trace_cache)
+    parts = stream_bounds(trace, budget, demand_fetch, settings, range(lo, hi))
+    return parts, time.perf_counter() - start
+
+
+def chunks(n_streams: int, n_workers: int) -> list[tuple[int, int]]:
+    """Consecutive stream ranges covering ``0..n_streams`` (one when there is one worker)."""
+    n = 1 if n_workers <= 1 else max(1, min(n_streams, n_workers * CHUNKS_PER_WORKER))
+    bounds = [round(k * n_streams / n) for k in range(n + 1)]
+    return [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a] or [(0, 0)]
 
 
 def presolve(traces: dict[str, object], trace_cache: bool, budgets: list[int],
@@ -33,14 +59,29 @@ def presolve(traces: dict[str, object], trace_cache: bool, budgets: list[int],
     if not settings.enabled or not settings.cache:
         return 0
     where = cache.directory(settings.cache_dir)
-    todo = []
+    todo = []  # (path, budget, key)
     for path, trace in traces.items():
         for budget in budgets:
             key = cache.key(trace, int(budget), bool(demand_fetch), settings.solver_key())
             if key not in _MEMO and not cache.exists(where, key):
-                todo.append(((path, trace_cache, int(budget), bool(demand_fetch), settings), key))
-    tasks = [t for t, _ in todo]
+                todo.append((path, int(budget), key))
+    tasks, owner = [], []
+    for k, (path, budget, _) in enumerate(todo):
+        for lo, hi in chunks(traces[path].n_streams, n_workers):
+            tasks.append((path, trace_cache, budget, bool(demand_fetch), settings, lo, hi))
+            owner.append(k)
+    parts: dict[int, dict[int, tuple]] = {k: {} for k in range(len(todo))}
     workers = max(1, min(n_workers, len(tasks)))
-    for i, result in run_parallel(_solve_one, tasks, workers, progress, label="oracle"):
-        _MEMO[todo[i][1]] = replace(result, from_cache=False)
-    return len(tasks)
+    for i, (chunk, wall) in run_parallel(_solve_chunk, tasks, workers, progress, label="oracle"):
+        parts[owner[i]][i] = (chunk, wall)
+        if len(parts[owner[i]]) == owner.count(owner[i]):  # every chunk of this budget is in
+            path, budget, key = todo[owner[i]]
+            done = [parts[owner[i]][j] for j in sorted(parts[owner[i]])]
+            joined = tuple([x for c, _ in done for x in c[f]] for f in range(3))
+            start = time.perf_counter()
+            result = finish(traces[path], budget, bool(demand_fetch), joined, 0.0)
+            result.wall_s = sum(w for _, w in done) + time.perf_counter() - start
+            cache.store(where, key, result)
+            _MEMO[key] = result
+            parts[owner[i]] = {j: None for j in parts[owner[i]]}  # free the chunks' plans
+    return len(todo)

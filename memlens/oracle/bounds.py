@@ -35,8 +35,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
 from memlens.oracle.cuts import cover_cuts
 from memlens.oracle.model import GapModel
@@ -53,6 +51,8 @@ def _tolerant_floor(value: float, n_vars: int) -> int:
 
 def _matrices(model: GapModel):
     """Equality rows (differenced capacity) and nesting rows over variables [y, z]."""
+    import scipy.sparse as sp
+
     G = model.n_gaps
     K = model.points.shape[0]
     size = model.size.astype(np.float64)
@@ -100,6 +100,9 @@ def _chains(model: GapModel) -> tuple[np.ndarray, np.ndarray]:
 def _group_program(model: GapModel) -> tuple[np.ndarray, list, tuple[np.ndarray, np.ndarray]]:
     """Objective, constraints and bounds over ``[y, z, h]`` for a model with alternatives:
     capacity and nesting rows as in ``_matrices``, plus ``h_j - sum y_g <= 0`` per need."""
+    import scipy.sparse as sp
+    from scipy.optimize import LinearConstraint
+
     G, K = model.n_gaps, model.points.shape[0]
     needs, row = np.unique(model.link_ref, return_inverse=True)
     H = needs.shape[0]
@@ -121,6 +124,8 @@ def _group_program(model: GapModel) -> tuple[np.ndarray, list, tuple[np.ndarray,
 
 def _group_lp_upper(model: GapModel) -> tuple[int, np.ndarray]:
     """``lp_upper`` for a model with alternatives (``_group_program``)."""
+    from scipy.optimize import linprog
+
     G = model.n_gaps
     c, cons, (lower, upper) = _group_program(model)
     eq, ub = cons
@@ -155,6 +160,9 @@ def lp_candidates(model: GapModel, cut_rounds: int = 0) -> tuple[int, np.ndarray
     optimum violates (``memlens.oracle.cuts``): valid for every schedule, so the optimum stays
     an upper bound, and lower where items are a large share of the budget.
     """
+    import scipy.sparse as sp
+    from scipy.optimize import linprog
+
     G = model.n_gaps
     n_points = 2 if cut_rounds > 0 else 1
     if G == 0:
@@ -207,6 +215,8 @@ def _gap_values(d: np.ndarray, prev: np.ndarray) -> np.ndarray:
 def _chain_program(model: GapModel, head: np.ndarray):
     """``lp_upper``'s rows over ``[d, z]``: the differenced capacity equalities (a chain
     interval starts at its chain's first check point) and one ``sum d <= 1`` row per chain."""
+    import scipy.sparse as sp
+
     G, K = model.n_gaps, model.points.shape[0]
     size = model.size.astype(np.float64)
     inner = model.k_end < K
@@ -240,6 +250,8 @@ def milp_schedule(model: GapModel, node_limit: int) -> tuple[np.ndarray | None, 
     from HiGHS's dual bound (valid whether or not the search finished: it bounds every integer
     solution, hence every policy; None if HiGHS gave none).
     """
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
     G = model.n_gaps
     if G == 0:
         return np.zeros(0, dtype=bool), model.forced_hits

@@ -30,9 +30,13 @@ depend on the machine's speed.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numba as nb
 import numpy as np
-import scipy.sparse as sp
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 _VIOLATION = 1e-4  # a cut must cut the LP point off by at least this much
 
@@ -117,6 +121,8 @@ def cover_cuts(a: np.ndarray, b: np.ndarray, head: np.ndarray, size: np.ndarray,
                capacity: np.ndarray, n_cols: int) -> tuple[sp.csr_matrix, np.ndarray]:  # fmt: skip
     """Cover cuts the chain-form LP point ``x`` violates: rows over the ``n_cols`` LP columns
     (the first ``x.size`` are the intervals) and their right-hand sides ``|cover| - 1``."""
+    import scipy.sparse as sp  # noqa: F811 - here: importing the oracle costs no scipy
+
     n = x.shape[0]
     size_of_chain = np.zeros(n, np.int64)
     size_of_chain[head] = size

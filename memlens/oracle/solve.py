@@ -22,12 +22,11 @@ the trace's content hash, its pins, the budget, demand fetch and the settings.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
 
-from memlens._util.values import number
 from memlens.oracle import cache
 from memlens.oracle.bounds import (
     OracleSolveError,
@@ -36,54 +35,12 @@ from memlens.oracle.bounds import (
     relaxed_upper,
 )
 from memlens.oracle.model import build_model, keep_pairs, schedule_load_ok
+from memlens.oracle.quiet import silenced
 from memlens.oracle.result import OracleResult, StreamBound
 from memlens.oracle.rounding import round_schedule
 from memlens.oracle.segments import segmented_lp_upper
+from memlens.oracle.settings import METHODS, OracleSettings  # noqa: F401 - re-exported
 from memlens.trace.model import Trace
-
-METHODS = ("auto", "lp", "segmented", "relaxed")
-
-
-@dataclass
-class OracleSettings:
-    """The ``oracle:`` settings block (typed; checked when a command's config is resolved)."""
-
-    enabled: bool = True
-    method: str = "auto"  # auto (segmented LP) | lp (one LP per stream) | segmented | relaxed
-    lp_max_references: int = 5_000_000  # auto: larger streams use the relaxed bound
-    # a stream of more than 4x this many references has its LP cut into segments of about this
-    # many, at the check points the fewest gaps cross (memlens.oracle.segments; "segmented":
-    # always cut); 0 = one LP per stream
-    segment_references: int = 5_000
-    n_jobs: int = 1  # processes for a stream's segments (-1: every core); not in the cache key
-    milp_max_gaps: int = 150  # streams with at most this many gaps also try the integer optimum
-    milp_node_limit: int = 500  # branch-and-bound nodes (deterministic, unlike a time limit)
-    # LP re-solves with the cover inequalities the last optimum violates (memlens.oracle.cuts):
-    # a tighter, still proven, upper bound where items are a large share of the budget; one
-    # round takes a 1M-reference stream under a 1% gap (more: tighter, each one slower)
-    cut_rounds: int = 1
-    cache: bool = True  # cache results on disk
-    cache_dir: str | None = None  # None: $MEMLENS_CACHE/oracle or ~/.cache/memlens/oracle
-
-    def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise ValueError(f"oracle.method must be one of {METHODS}, got {self.method!r}")
-        for key in ("lp_max_references", "milp_max_gaps", "segment_references", "cut_rounds"):
-            number(f"oracle.{key}", getattr(self, key), low=0, integer=True)
-        if self.n_jobs != -1 and not (type(self.n_jobs) is int and 1 <= self.n_jobs <= 256):
-            raise ValueError(
-                f"oracle.n_jobs must be -1 (every core) or 1..256, got {self.n_jobs!r}"
-            )
-        # HiGHS takes its node limit as a 32-bit integer option
-        number("oracle.milp_node_limit", self.milp_node_limit, low=0, high=2**31 - 1, integer=True)
-
-    def solver_key(self) -> dict:
-        """The settings that change the numbers (not where they are cached)."""
-        d = asdict(self)
-        for name in ("enabled", "cache", "cache_dir", "n_jobs"):
-            d.pop(name)
-        return d
-
 
 _MEMO: dict[str, OracleResult] = {}
 
@@ -126,13 +83,31 @@ def _replay(trace: Trace, plans: list[np.ndarray], budget: int, demand_fetch: bo
     return _stream_hits(trace, res.need_hit)
 
 
+def _one_lp(model, settings: OracleSettings) -> bool:
+    """Whether the stream's upper bound is one LP (not cut into segments)."""
+    whole = model.n_references <= 4 * settings.segment_references and settings.method == "auto"
+    return settings.method == "lp" or settings.segment_references == 0 or whole
+
+
+def _fits(model, settings: OracleSettings) -> bool:
+    """Whether the stream's LP is solved in closed form: every gap kept at once respects the
+    capacity (so keeping everything is feasible, hence the LP's unique optimum: every chain
+    interval is worth its depth, a strictly better use of its one unit than any shorter one).
+    Its bound is then ``forced_hits + gaps`` and its rounding keeps every gap, exactly what
+    HiGHS and ``round_schedule`` give (tests/oracle/test_oracle_fits.py), in microseconds
+    instead of milliseconds: on many short streams at a large budget most streams fit.  Not
+    for needs with alternatives (where keeping every alternative is one optimum of several)."""
+    if model.has_groups or not _one_lp(model, settings):
+        return False
+    return schedule_load_ok(model, np.ones(model.n_gaps, dtype=bool))
+
+
 def _upper(model, settings: OracleSettings) -> tuple[int, list[np.ndarray], str, int]:
     """The stream's LP-based upper bound, the rounding's candidate priorities (the LP's
     fractional gap values, and for a cut stream a second set: ``memlens.oracle.segments``),
     its method and its number of segments."""
-    whole = model.n_references <= 4 * settings.segment_references and settings.method == "auto"
     solver = partial(lp_candidates, cut_rounds=settings.cut_rounds)
-    if settings.method == "lp" or settings.segment_references == 0 or whole:
+    if _one_lp(model, settings):
         upper, y = solver(model)
         return upper, list(y), "lp", 1
     upper, priorities, n = segmented_lp_upper(model, settings.segment_references, solver,
@@ -150,6 +125,12 @@ def _stream_bound(model, settings: OracleSettings) -> tuple[StreamBound, list[np
     selected = np.zeros(model.n_gaps, dtype=bool)
     base = selected
     lower_method, upper_method, segments = "belady", "relaxed", 1
+    if use_lp and _fits(model, settings):
+        everything = np.ones(model.n_gaps, dtype=bool)
+        bound = model.planned_hits(everything)
+        return StreamBound(upper=bound, lower=bound, references=model.n_references,
+                           upper_method="lp", lower_method="lp-round", gaps=model.n_gaps,
+                           solve_s=0.0, segments=1), [everything, everything]  # fmt: skip
     if use_lp:
         upper, priorities, upper_method, segments = _upper(model, settings)
         rounded = [round_schedule(model, p) for p in priorities]
@@ -230,18 +211,38 @@ def _lower_bounds(
     return plans
 
 
-def _compute(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSettings):
-    t_all = time.perf_counter()
+def stream_bounds(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSettings,
+                  streams: range | None = None) -> tuple[list, list, list]:  # fmt: skip
+    """Per stream of ``streams`` (default: every one), its bound, its two candidate plans and
+    what they plan: the part of a solve that is independent per stream, so a sweep can spread
+    one budget's streams over its workers (``memlens.oracle.batch``) and :func:`finish` them."""
     bounds: list[StreamBound] = []
     candidates: list[list[np.ndarray]] = []
     planned: list[list[int]] = []
-    for s in range(trace.n_streams):
-        t0 = time.perf_counter()
-        model = build_model(trace, s, budget, demand_fetch)
-        bound, chosen = _stream_bound(model, settings)
-        bound.solve_s = time.perf_counter() - t0
-        bounds.append(bound)
-        candidates.append([keep_pairs(model, c) for c in chosen])
-        planned.append([model.planned_hits(c) for c in chosen])
+    with silenced(settings.solver_log):
+        for s in streams if streams is not None else range(trace.n_streams):
+            t0 = time.perf_counter()
+            model = build_model(trace, s, budget, demand_fetch)
+            bound, chosen = _stream_bound(model, settings)
+            bound.solve_s = time.perf_counter() - t0
+            bounds.append(bound)
+            candidates.append([keep_pairs(model, c) for c in chosen])
+            planned.append([model.planned_hits(c) for c in chosen])
+    return bounds, candidates, planned
+
+
+def finish(trace: Trace, budget: int, demand_fetch: bool, parts: tuple[list, list, list],
+           wall_s: float) -> OracleResult:  # fmt: skip
+    """The result from every stream's :func:`stream_bounds` (in stream order): the plans
+    replayed for the lower bounds."""
+    bounds, candidates, planned = parts
     plans = _lower_bounds(trace, bounds, candidates, planned, budget, demand_fetch)
-    return OracleResult(budget, demand_fetch, bounds, plans, time.perf_counter() - t_all)
+    return OracleResult(budget, demand_fetch, bounds, plans, wall_s)
+
+
+def _compute(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSettings):
+    t_all = time.perf_counter()
+    parts = stream_bounds(trace, budget, demand_fetch, settings)
+    result = finish(trace, budget, demand_fetch, parts, 0.0)
+    result.wall_s = time.perf_counter() - t_all
+    return result

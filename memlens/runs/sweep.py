@@ -29,6 +29,7 @@ import uuid
 from dataclasses import dataclass, field, fields
 
 from memlens._util.parallel import connect_ray, run_parallel, workers
+from memlens.analyze.metrics import PER_TRACE_KEY
 from memlens.analyze.report import Report, git_commit
 from memlens.config.schema import (
     CommonConfig,
@@ -41,6 +42,9 @@ from memlens.kernels.warm import COMPILE_S, compile_seconds
 from memlens.policy import announce_budgets
 from memlens.runs import resume
 from memlens.runs.pipeline import ROW_ANALYZERS, forget_traces, load_trace, run
+
+#: Per-trace caches every job of a sweep reads, kept on a worker's trace between batches.
+SHARED_PER_TRACE = frozenset({PER_TRACE_KEY})
 
 #: Exit code of a sweep whose tables were written but in which some job failed.
 JOB_FAILED_EXIT = 1
@@ -140,7 +144,9 @@ def run_batch(jobs: list[Job]) -> list[tuple[Report | None, str | None]]:
     What the batch cached on its trace (the policy's per-trace preparation: TF-IDF vectors,
     the learned scorer's anchor table, ...) is dropped afterwards: no other batch of this
     sweep uses it, and on a 5M-event trace keeping every policy's preparation in one worker
-    ran out of memory."""
+    ran out of memory.  The metrics' per-trace values (stream index, reference prices:
+    :data:`SHARED_PER_TRACE`) are kept: every batch's jobs use them, and the worker keeps
+    its parsed trace (``memlens.runs.pipeline.load_trace``) for every batch it runs."""
     try:
         trace = load_trace(jobs[0].settings) if jobs else None
     except Exception:  # noqa: BLE001 - each job reports it as its own failure
@@ -152,7 +158,7 @@ def run_batch(jobs: list[Job]) -> list[tuple[Report | None, str | None]]:
         return [run_job(job) for job in jobs]
     finally:
         if trace is not None:
-            for key in set(trace.__dict__) - before:
+            for key in set(trace.__dict__) - before - SHARED_PER_TRACE:
                 del trace.__dict__[key]
 
 

@@ -97,7 +97,7 @@ def write_run(out_dir: Path, run: Replay, report: Report, resolved_yaml: str) ->
         paths.append(write_event_log(out_dir / "events.parquet", run))
         paths.append(write_static_report(out_dir / "report.html", paths[-1], report.to_dict()))
     paths.append(out_dir / "metrics.json")
-    write_json(paths[-1], report.to_dict())  # last: its presence means "complete"
+    write_json(paths[-1], report.to_dict(), flat_lists=True)  # last: its presence means "complete"
     return paths
 
 

@@ -1,0 +1,56 @@
+"""A budget's streams solved in chunks, in any order, give exactly the one-piece solve (issue 34)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from memlens.datasets.archetypes import generate
+
+from memlens.oracle import OracleSettings, batch, clear_memo, solve
+from memlens.oracle.solve import _MEMO
+from memlens.trace.io import load_trace, write_trace
+
+
+@pytest.fixture(scope="module")
+def many_streams(tmp_path_factory):
+    path = tmp_path_factory.mktemp("chunks") / "agent.jsonl"
+    write_trace(path, generate("agent", streams=10, events_per_stream=30, seed=11),
+                header={"generator": "agent"})  # fmt: skip
+    return str(path), load_trace(str(path))
+
+
+def test_chunks_cover_every_stream_once():
+    for n_streams in (0, 1, 5, 37):
+        for workers in (1, 2, 3):
+            got = batch.chunks(n_streams, workers)
+            covered = [s for lo, hi in got for s in range(lo, hi)]
+            assert covered == list(range(n_streams))
+            assert len(got) == (1 if workers == 1 or n_streams <= 1 else
+                                min(n_streams, workers * batch.CHUNKS_PER_WORKER))  # fmt: skip
+
+
+def test_chunked_presolve_equals_one_piece(many_streams, tmp_path, monkeypatch):
+    path, trace = many_streams
+    settings = OracleSettings(cache_dir=str(tmp_path / "oracle"))
+
+    def out_of_order(fn, tasks, n_workers, progress=None, label=""):
+        tasks = list(tasks)
+        for i in reversed(range(len(tasks))):  # the last chunk first
+            yield i, fn(tasks[i])
+
+    monkeypatch.setattr(batch, "run_parallel", out_of_order)
+    clear_memo()
+    assert batch.presolve({path: trace}, False, [512, 2048], False, settings, 3) == 2
+    assert len(_MEMO) == 2
+    chunked = [solve(trace, b, False, settings) for b in (512, 2048)]  # from the memo
+    clear_memo()
+    whole = [solve(trace, b, False, OracleSettings(cache=False)) for b in (512, 2048)]
+    clear_memo()
+    for a, b in zip(chunked, whole, strict=True):
+        assert [dataclasses.replace(s, solve_s=0.0) for s in a.streams] == [
+            dataclasses.replace(s, solve_s=0.0) for s in b.streams
+        ]
+        for pa, pb in zip(a.plans, b.plans, strict=True):
+            np.testing.assert_array_equal(pa, pb)

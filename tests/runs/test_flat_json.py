@@ -1,0 +1,35 @@
+"""compare.json and metrics.json with number lists on one line: the same document (issue 34)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memlens._util.atomic import dumps_flat_lists, write_json
+
+scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False,
+                                                                allow_infinity=False) | st.text()  # fmt: skip
+documents = st.recursive(scalars, lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+                         max_leaves=40)  # fmt: skip
+
+
+@given(documents)
+def test_parses_to_what_json_dumps_writes(doc):
+    assert json.loads(dumps_flat_lists(doc)) == json.loads(json.dumps(doc, indent=2))
+
+
+def test_layout_hand_checked(tmp_path):
+    doc = {"a": [1, 2.5, None], "b": {"c": []}, "d": [{"e": 1}], "f": {}}
+    write_json(tmp_path / "x.json", doc, flat_lists=True)
+    assert (tmp_path / "x.json").read_text() == (
+        '{\n  "a": [1, 2.5, null],\n  "b": {\n    "c": []\n  },\n'
+        '  "d": [\n    {\n      "e": 1\n    }\n  ],\n  "f": {}\n}\n'
+    )
+
+
+def test_nan_is_refused_as_before(tmp_path):
+    with pytest.raises(ValueError):
+        write_json(tmp_path / "x.json", {"a": [float("nan")]}, flat_lists=True)
