@@ -128,8 +128,10 @@ def test_compare_reference_end_to_end(tmp_path, six_streams):
     out = tmp_path / "cmp"
     proc = memlens("compare", f"trace={six_streams}", "reference=lru", *FAST,
                    f"hydra.run.dir={out}", cwd=tmp_path)  # fmt: skip
-    header = proc.stdout.splitlines()[0]
-    assert "vs lru" in header and "(reference)" in proc.stdout
+    lines = proc.stdout.splitlines()
+    assert lines[0].endswith("paired differences to lru")  # the verdict's first line
+    table_header = next(ln for ln in lines if ln.split()[:2] == ["#", "policy"])
+    assert "vs lru" in table_header and "(reference)" in proc.stdout
     assert "] *" in proc.stdout or "[" in proc.stdout  # interval cells
     rows = json.loads((out / "compare.json").read_text())
     assert len(rows) == 6
