@@ -26,7 +26,7 @@ test: setup
 	$(PY) -m pytest -n 2
 
 test-all: setup
-	$(PY) -m pytest -n 2 -m "slow or not slow"
+	MEMLENS_HYPOTHESIS_EXAMPLES=100 $(PY) -m pytest -n 2 -m "slow or not slow"
 
 bench: setup
 	$(PY) benchmarks/bench_replay.py

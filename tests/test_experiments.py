@@ -105,6 +105,7 @@ def test_the_pins_variant_ignores_annotate_values_only(tmp_path):
     assert again.need_hit.tolist() == [False]
 
 
+@pytest.mark.slow  # >10 s: kept out of the default run (make test-all runs it)
 def test_scaling_measures_throughput_and_oracle_time_on_a_small_trace():
     (row,) = scaling.measure([2_000], repeat=1, oracle_max=10**7)
     assert row["events"] == 2_000 and row["references"] > 0

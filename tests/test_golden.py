@@ -22,7 +22,11 @@ import golden  # noqa: E402
 STORED = json.loads((REPO / "experiments" / "results" / "golden.json").read_text())
 
 
-@pytest.mark.parametrize("trace", golden.TRACES)
+@pytest.mark.parametrize(
+    "trace",  # the bundled default trace in the default run; the converted datasets: slow
+    [t if t.startswith("default/") else pytest.param(t, marks=pytest.mark.slow)
+     for t in golden.TRACES],
+)  # fmt: skip
 def test_every_policy_gives_its_golden_numbers(trace):
     got = {trace: golden.golden_for(trace)}
     diffs = golden.differences({trace: STORED[trace]}, got)

@@ -93,6 +93,7 @@ def test_bad_trace_exits_2_naming_file_line_and_field_and_writes_no_results(tmp_
     assert not (run_dir / "per_request.parquet").exists()
 
 
+@pytest.mark.slow  # >10 s: kept out of the default run (make test-all runs it)
 def test_multirun_sweep(tmp_path, small_trace):
     sweep = tmp_path / "sweep"
     memlens(
@@ -192,6 +193,7 @@ def test_bad_settings_exit_2_with_one_clear_line(tmp_path, override, message):
     assert not (run_dir / "metrics.json").exists()
 
 
+@pytest.mark.slow  # >10 s: kept out of the default run (make test-all runs it)
 def test_compare_and_simulate_agree_on_policy_overrides(tmp_path, small_trace):
     """``compare`` used to ignore ``policy.*`` overrides (0.1662 at any threshold)."""
     common = [f"trace={small_trace}", "mlflow.enabled=false", "oracle.enabled=false"]

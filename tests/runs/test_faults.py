@@ -258,6 +258,7 @@ def test_a_signalled_first_run_leaves_no_folder(tmp_path, small_trace, slow_env,
     assert [r.info.status for r in runs(uri)] == ["KILLED"]
 
 
+@pytest.mark.slow  # >10 s: kept out of the default run (make test-all runs it)
 def test_a_signalled_compare_keeps_the_previous_tables(tmp_path, small_trace, slow_env):  # noqa: F811
     run_dir = tmp_path / "cmp"
     args = [f"trace={small_trace}", "policies=[lru]", "budgets=[100,200,300]",
@@ -277,6 +278,7 @@ def test_a_signalled_compare_keeps_the_previous_tables(tmp_path, small_trace, sl
     assert debris(run_dir) == []
 
 
+@pytest.mark.slow  # >10 s: kept out of the default run (make test-all runs it)
 def test_a_run_killed_with_kill_9_is_ended_by_the_next_start(
     tmp_path,
     small_trace,  # noqa: F811
@@ -399,6 +401,7 @@ def _closed_port() -> int:
         return s.getsockname()[1]  # closed again once the socket is
 
 
+@pytest.mark.slow  # >10 s: kept out of the default run (make test-all runs it)
 def test_an_unreachable_tracking_server_costs_one_warning_not_the_run(tmp_path, small_trace):  # noqa: F811
     uri = f"http://127.0.0.1:{_closed_port()}"
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
@@ -437,7 +440,7 @@ def test_a_failing_second_run_leaves_the_first_runs_files_untouched(
     before = snapshot(run_dir)
     assert set(before) == RUN_FILES
 
-    def fail_at_the_last_file(path, obj):  # the Parquet files and the config are written
+    def fail_at_the_last_file(path, obj, **_):  # the Parquet files and the config are written
         raise OSError("disk full")
 
     monkeypatch.setattr(writers, "write_json", fail_at_the_last_file)

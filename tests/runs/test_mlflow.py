@@ -17,6 +17,7 @@ RUN_PARAMS = {"trace", "trace_sha256", "policy", "policy_cfg._target_", "budget"
               "seed", "memlens_version", "git_commit", "schema_version"}  # fmt: skip
 
 
+@pytest.mark.slow  # >10 s: kept out of the default run (make test-all runs it)
 def test_simulate_logs_params_metrics_and_artifacts_to_sqlite(tmp_path):
     trace = tmp_path / "t.jsonl.gz"
     memlens(
@@ -83,6 +84,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # >10 s: kept out of the default run (make test-all runs it)
 def test_runs_reach_a_tracking_server(tmp_path, mlflow_server):
     trace = tmp_path / "t.jsonl.gz"
     memlens(

@@ -674,6 +674,7 @@ def raw_lines(draw) -> bytes:
 
 @settings(max_examples=max(400, settings().max_examples))
 @given(data=raw_lines(), block=st.sampled_from([83, 1 << 20]))
+@pytest.mark.slow  # >10 s: kept out of the default run (make test-all runs it)
 def test_hand_written_lines_agree_with_the_exact_parser(data, block):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "t.jsonl"
