@@ -68,6 +68,7 @@ def test_figure_1_draws_and_tabulates_every_policy_with_the_oracle_band(tmp_path
                         "0.750..0.800"]  # fmt: skip
 
 
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_every_ablation_variant_changes_only_its_dimension():
     full = ablation.policy("full")
     assert ablation.policy("cost").cost_boost == 0 and full.cost_boost > 0

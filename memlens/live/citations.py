@@ -12,8 +12,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+# the example cites no real id: a model that echoes the instruction must cite nothing
 INSTRUCTION = ("Memories, each under its id in brackets. When your answer relies on a memory, "
-               "cite its id in brackets, e.g. [m3] or [m3, m7].")  # fmt: skip
+               "cite its id in brackets: [id], or [id, id] for several.")  # fmt: skip
 
 #: One bracket of citations: ``[m3]``, ``[m3, m7]``, ``[m3][m7]``; ids as the manager makes
 #: them, or any id without spaces, brackets or commas when ``known`` says which ids count.

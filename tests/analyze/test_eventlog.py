@@ -209,6 +209,7 @@ def test_fast_engine_log_equals_reference(tmp_path):
 
 @pytest.mark.parametrize("bad", ["events.rescore_sample=1.5", "events.rescore_sample=-0.1",
                                  "events.enabled=maybe"])  # fmt: skip
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_bad_event_settings_exit_2(tmp_path, bad):
     path = tmp_path / "t.jsonl"
     write_trace(path, sample_events())

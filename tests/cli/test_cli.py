@@ -177,6 +177,7 @@ def test_compare_rejects_unknown_policies_before_running(tmp_path):
         ("oracle.method=psychic", "oracle.method must be one of"),
     ],
 )
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_bad_settings_exit_2_with_one_clear_line(tmp_path, override, message):
     run_dir = tmp_path / "run"
     proc = memlens(

@@ -162,6 +162,7 @@ def test_recommend_refuses_before_any_work(capsys, argv, message):
     assert message in refused(capsys, "recommend", argv.split())
 
 
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_engine_fast_is_accepted_exactly_for_policies_with_a_kernel(capsys):
     """Checked against the policy instances themselves (the check looks classes up)."""
     with_kernel = [n for n in registered_policies() if kernel_of(make_policy(n)) is not None]
@@ -204,11 +205,13 @@ def accepted_as_spelled(key: str, spelling: str) -> None:
 
 
 @pytest.mark.parametrize("spelling", SPELLINGS)
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_each_boolean_spelling_is_refused_or_means_what_it_says(spelling):
     accepted_as_spelled("demand_fetch", spelling)
 
 
 @pytest.mark.parametrize("key", BOOL_SETTINGS)
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_every_boolean_setting_reads_strictly(key):
     for spelling in ("no", "1", "TRUE", "false"):
         accepted_as_spelled(key, spelling)
@@ -219,6 +222,7 @@ def test_every_boolean_setting_reads_strictly(key):
     key=st.sampled_from(BOOL_SETTINGS),
     spelling=st.text("abcdefghijklmnopqrstuvwxyzTRUEFALS0123456789", min_size=1, max_size=6),
 )
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_a_boolean_is_true_or_false_and_never_anything_else(key, spelling):
     accepted_as_spelled(key, spelling)
 
@@ -286,18 +290,21 @@ def test_int_edge_values(n):
 
 @settings(max_examples=20)
 @given(st.floats(allow_nan=True, allow_infinity=True))
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_a_float_setting_is_accepted_exactly_when_finite_and_in_range(x):
     price_accepted_iff_finite_and_non_negative(x)
 
 
 @settings(max_examples=20)
 @given(st.one_of(st.integers(), st.integers(-(2**70), 2**70)))
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_an_int_setting_is_accepted_exactly_when_in_range(n):
     seed_accepted_iff_in_int64(n)
 
 
 @settings(max_examples=20)
 @given(st.text("0123456789.e+-xnaif", min_size=1, max_size=8))
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_a_numeric_string_never_sneaks_through(text):
     """Whatever Hydra makes of the string, an accepted budget is a positive int below 2**62."""
     try:
@@ -389,6 +396,7 @@ def odd_files(tmp_path) -> dict[str, str]:
     ("device", "not a regular file"),
     ("missing", "no such file"),
 ])  # fmt: skip
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_a_trace_that_is_not_a_regular_file_is_refused_without_reading_it(
     capsys, odd_files, kind, message
 ):
@@ -434,6 +442,7 @@ def run_memlens(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
         (["recommend", "target=0.5", "embeddings.kind=foo"], "embeddings.kind"),
     ],
 )
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_the_command_exits_2_and_creates_nothing(tmp_path, argv, setting):
     """No run folder, no MLflow store, no cache entry: only the one error line."""
     proc = run_memlens([*argv, f"mlflow.tracking_uri=sqlite:///{tmp_path / 'ml.db'}",

@@ -96,6 +96,7 @@ def test_a_read_only_or_full_file_system_is_refused(tmp_path, monkeypatch, fs, w
     (["hydra.run.dir=/proc/self/x"], "/proc is a virtual file system"),
     (["-m", "budget=512,1024", "hydra.sweep.dir=afile"], "hydra.sweep.dir=afile"),
 ])  # fmt: skip
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_the_command_refuses_before_hydra_creates_anything(tmp_path, args, words):
     (tmp_path / "afile").write_text("precious")
     proc = memlens("simulate", "mlflow.enabled=false", *args, cwd=tmp_path)
@@ -105,6 +106,7 @@ def test_the_command_refuses_before_hydra_creates_anything(tmp_path, args, words
 
 
 # ------------------------------------------------------------------ while writing
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_a_disk_that_fills_up_while_writing_is_one_line_and_keeps_nothing(tmp_path):
     """A real 1 MiB tmpfs (needs root, as the issue's probe had): the bundled trace's run
     does not fit; one line, exit 2, the run folder and the folders made for it gone."""
@@ -148,6 +150,7 @@ def test_a_folder_that_holds_other_files_is_never_removed(tmp_path):
     assert sorted(p.name for p in (tmp_path / "outputs" / "day").iterdir()) == ["other-run"]
 
 
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_a_compare_stopped_by_sigterm_leaves_no_dated_folder(tmp_path):
     """The issue's case: SIGTERM while the sweep runs left ``outputs/<date>`` empty."""
     env = {"MEMLENS_CACHE": str(tmp_path / "cache")}

@@ -57,6 +57,7 @@ def rejected(capsys, config: str, argv: list[str]) -> str:
         ("oracle.enabled=false policy=rule", None),
     ],
 )
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_simulate_rejects_bad_settings(capsys, override, message):
     if message is None:  # a good setting next to the bad ones: it must pass
         validate("simulate", override.split(), check_simulate)

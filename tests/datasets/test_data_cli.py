@@ -73,6 +73,7 @@ def test_bad_input_end_to_end(tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1 and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_generate_help_lists_every_knob_of_every_generator(tmp_path):
     proc = memlens("data", "generate", "--help", cwd=tmp_path)
     assert proc.returncode == 0 and list(tmp_path.iterdir()) == []
@@ -230,6 +231,7 @@ def test_simple_is_one_of_the_generators():
     ],
     ids=["generate", "convert"],
 )
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_an_existing_out_is_refused_unless_overwrite_is_true(tmp_path, capsys, argv):
     out = tmp_path / "t.jsonl"
     out.write_text("precious\n")

@@ -365,6 +365,7 @@ def test_agent_defaults_are_the_stored_fit(capsys):
     assert "agent defaults equal the stored fit" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_calibration_search_is_seeded_and_scores_held_out():
     cal = _calibrate()
     target = cal.target_profile()

@@ -231,6 +231,7 @@ def test_malformed_json_names_file_and_exits_2(tmp_path, capsys):
         (lambda d: d[0]["qa"][0].__setitem__("evidence", "D1:1"), "[0].qa[0].evidence"),
     ],
 )  # fmt: skip
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_missing_or_bad_field_is_named(tmp_path, capsys, mutate, field):
     data = _tiny()
     mutate(data)

@@ -151,6 +151,7 @@ def test_cli_needs_and_roles_settings(tmp_path):
     assert h["roles"]["assistant"] == "agent_state"
 
 
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_cli_help_lists_the_needs_settings(capsys):
     assert data_main(["import", "--help"]) == 0
     text = capsys.readouterr().out

@@ -236,6 +236,7 @@ def test_the_bundled_model_loads_with_its_provenance():
 
 
 # ------------------------------------------------------------------------------- policy
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_learned_policy_passes_the_checker_in_every_mode(small_model):
     check_policy(lambda: LearnedScorer.from_model(small_model))
     check_policy(lambda: LearnedScorer.from_model(small_model, min_feedback=2))
@@ -294,6 +295,7 @@ def test_a_person_s_drop_reaches_the_policy(small_model):
     assert policy._last[a] == 6  # a: its need at event 6 (after its pin and unpin)
 
 
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_online_retraining_learns_from_feedback_and_is_deterministic():
     from memlens.learn.simulated_user import SimulatedUserConfig, simulate_user
 
@@ -324,6 +326,7 @@ def run(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedP
     return subprocess.run([MEMLENS, *args], cwd=cwd, capture_output=True, text=True, env=env)
 
 
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_train_refuses_bad_settings_before_any_work(tmp_path):
     proc = run("train", "split=tiny", "label.kind=nope", cwd=tmp_path)
     assert proc.returncode == 2

@@ -326,6 +326,7 @@ def test_accepted_mutants_score_as_lightgbm_scores_them(tmp_path):
 
 # ------------------------------------------------------------------- command line
 @pytest.mark.parametrize("name", ["cycle", "split_feature=9999"])
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_the_command_line_refuses_a_crafted_model_with_exit_2(tmp_path, name):
     path = write_model(tmp_path, "m", CRAFTED[name][0])
     proc = subprocess.run([MEMLENS, "simulate", "policy=learned", f"policy.model={path}",

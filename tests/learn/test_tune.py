@@ -21,6 +21,7 @@ def tuned() -> dict:
     return tune(settings())
 
 
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_the_same_seed_gives_the_same_trials_and_best_parameters(tuned):
     again = tune(settings())
     assert again["best_params"] == tuned["best_params"]

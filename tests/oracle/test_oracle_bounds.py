@@ -46,6 +46,7 @@ def test_unit_sizes_with_demand_fetch_equal_belady(seed, capacity):
     assert r.lower == expected
 
 
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_belady_on_a_larger_stream():
     keys = zipf_keys(20_000, 2_000, 0.8, np.random.default_rng(7))
     r = solve(classic_trace(keys), 100, True, NOCACHE)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 from helpers import brute_force
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -108,6 +109,7 @@ def test_cut_rounds_is_a_checked_setting():
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), budget=st.integers(5, 80), demand_fetch=st.booleans(),
        segment_references=st.sampled_from([0, 3]))  # fmt: skip
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_cuts_only_raise_the_lower_bound_and_keep_the_plan_otherwise(seed, budget, demand_fetch,
                                                                      segment_references):  # fmt: skip
     """Per stream, the replayed lower bound with cuts is at least the one without, and where

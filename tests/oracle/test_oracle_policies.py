@@ -36,7 +36,8 @@ def _hits(trace, policy, budget, demand_fetch, engine="auto") -> int:
     return int(simulate(trace, policy, budget, demand_fetch, engine=engine).need_hit.sum())
 
 
-@pytest.mark.parametrize("demand_fetch", [False, True])
+# demand_fetch=true: slow (the 6-minute default run); make test-all runs both
+@pytest.mark.parametrize("demand_fetch", [False, pytest.param(True, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("name", registered_policies())
 def test_no_registered_policy_beats_oracle_upper(traces, name, demand_fetch):
     for t in traces:

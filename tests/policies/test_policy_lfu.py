@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memlens.policies.lfu import LFU
@@ -76,6 +77,7 @@ class NaiveLFU(NaiveRescan):
 @settings(max_examples=150, deadline=None, derandomize=True)
 @given(events=traces(), budget=st.sampled_from([1, 40, 100, 250]),
        demand_fetch=st.booleans())  # fmt: skip
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_heap_agrees_with_naive_rescan(events, budget, demand_fetch):
     fast = Run(events, LFU(), budget, demand_fetch=demand_fetch)
     naive = Run(events, NaiveLFU(), budget, demand_fetch=demand_fetch)

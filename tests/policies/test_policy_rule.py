@@ -277,6 +277,7 @@ class NaiveRule(NaiveRescan):
 @given(events=traces(), budget=st.sampled_from([1, 40, 100, 250]),
        demand_fetch=st.booleans(), threshold=st.sampled_from([0.0, 0.5, 0.75]),
        fetched=st.booleans())  # fmt: skip
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_heaps_agree_with_naive_rescan(events, budget, demand_fetch, threshold, fetched):
     kw = {"admit_threshold": threshold, "admit_fetched": fetched}
     fast = Run(events, RuleScorer(**kw), budget, demand_fetch=demand_fetch)

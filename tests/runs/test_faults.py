@@ -225,6 +225,7 @@ def test_sqlite_file_of_a_tracking_uri():
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_a_signalled_run_ends_killed_and_keeps_the_previous_run(
     tmp_path,
     small_trace,  # noqa: F811
@@ -247,6 +248,7 @@ def test_a_signalled_run_ends_killed_and_keeps_the_previous_run(
     assert [(r.info.run_name, r.info.status) for r in runs(uri)] == [("SlowLRU@512", "KILLED")]
 
 
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_a_signalled_first_run_leaves_no_folder(tmp_path, small_trace, slow_env, migrated_db):  # noqa: F811
     uri = store_in(tmp_path, migrated_db)
     run_dir = tmp_path / "run"
@@ -450,6 +452,7 @@ def test_a_failing_second_run_leaves_the_first_runs_files_untouched(
     assert debris(run_dir) == []
 
 
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_a_failing_second_run_subprocess(tmp_path, small_trace, slow_env):  # noqa: F811
     run_dir = tmp_path / "run"
     simulate(small_trace, run_dir, "mlflow.enabled=false")

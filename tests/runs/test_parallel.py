@@ -82,6 +82,7 @@ def sweep_json(trace: Path, n_jobs: int, out: Path) -> list[dict]:
     return json.loads((out / "compare.json").read_text())
 
 
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_a_sweep_on_two_workers_equals_the_serial_one(tmp_path, trace):
     (tmp_path / "one").mkdir(), (tmp_path / "two").mkdir()
     serial = sweep_json(trace, 1, tmp_path / "one")

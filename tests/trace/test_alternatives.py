@@ -308,7 +308,7 @@ def generated_with_alternatives():
     return trace_from_events(with_alternatives(events, np.random.default_rng(3)))
 
 
-@pytest.mark.parametrize("demand_fetch", [False, True])
+@pytest.mark.parametrize("demand_fetch", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_no_registered_policy_beats_oracle_upper_with_alternatives(
     generated_with_alternatives, demand_fetch
 ):

@@ -23,6 +23,7 @@ def validator():
     return jsonschema.Draft202012Validator(schema)
 
 
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_every_line_of_the_bundled_default_trace_is_schema_valid(validator):
     with gzip.open(DATA_DIR / "default" / "agent-small.jsonl.gz", "rt") as fh:
         for n, line in enumerate(fh, 1):

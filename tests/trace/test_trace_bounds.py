@@ -296,6 +296,7 @@ CLI_CASES = ["corrupt gzip", "deep meta", "no requests", "device",
 
 
 @pytest.mark.parametrize("name", CLI_CASES)
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_simulate_exits_2_with_one_error_line_and_no_run_folder(tmp_path, name):
     path, line = bad_traces(tmp_path)[name]
     run_dir = tmp_path / "run"
@@ -307,6 +308,7 @@ def test_simulate_exits_2_with_one_error_line_and_no_run_folder(tmp_path, name):
     assert not run_dir.exists()
 
 
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_data_stats_reports_a_corrupt_gzip_and_reads_a_write_only_trace(tmp_path):
     path = corrupt_gzip(tmp_path)
     assert_one_error_line(memlens_cli("data", "stats", f"trace={path}", cwd=tmp_path), path)

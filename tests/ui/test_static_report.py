@@ -62,6 +62,7 @@ def test_untrusted_text_is_escaped(evil):
 
 
 @pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs Debian's chromium")
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_opens_in_the_browser_without_running_anything(runs, evil):
     from playwright.sync_api import sync_playwright
 

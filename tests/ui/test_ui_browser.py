@@ -77,6 +77,7 @@ def _open(page, url: str, run: str = "lru") -> None:
     page.wait_for_selector("body[data-page='ready']", timeout=30000)
 
 
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_the_printed_url_opens_one_session(browser, ui):
     """``/?code=C`` sets an HttpOnly, SameSite=Strict cookie and drops the code from the URL;
     the code is spent: a second profile opening the same URL gets no session."""

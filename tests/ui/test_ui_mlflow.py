@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import urllib.request
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from memlens.cli import replay as commands
@@ -15,6 +16,7 @@ from memlens.ui.sample import sample_events
 from memlens.ui.server import UiConfig, running
 
 
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_artifacts_logged_and_run_listed(tmp_path, monkeypatch):
     root = tmp_path / "root"
     root.mkdir()

@@ -217,6 +217,7 @@ def test_what_if_pin_gives_the_hand_computed_delta(server):
                                        ("max_body_bytes=10", "max_body_bytes"),
                                        ("allowed_hosts=[a/b]", "allowed_hosts"),
                                        ("trace_roots=[/no/such]", "trace_roots")])  # fmt: skip
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_bad_settings_exit_2(arg, word, tmp_path):
     (tmp_path / "outputs").mkdir()  # the default root exists: only `arg` is wrong
     proc = subprocess.run([sys.executable, "-m", "memlens", "ui", arg], capture_output=True,
