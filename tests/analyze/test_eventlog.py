@@ -126,6 +126,7 @@ def test_miss_tiers_match_a_naive_walk(tmp_path_factory, events):
 @hsettings(max_examples=15)
 @given(events=traces(max_events=40))
 @pytest.mark.parametrize("policy", ["rule", "memorybank", "memoryos_heat"])
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_value_probe_changes_no_decision(tmp_path_factory, events, policy):
     assume(any(e["event"] == "request" for e in events))
     tmp = tmp_path_factory.mktemp("probe")

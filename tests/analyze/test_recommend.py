@@ -147,6 +147,7 @@ def test_compare_reference_end_to_end(tmp_path, six_streams):
     assert {"hit_rate_low", "hit_rate_vs_ref", "hit_rate_vs_ref_high"} <= set(header_csv)
 
 
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_recommend_end_to_end(tmp_path, six_streams):
     out = tmp_path / "rec"
     proc = memlens("recommend", f"trace={six_streams}", "target=0.2", *FAST,
@@ -182,6 +183,7 @@ def test_a_reference_that_is_not_compared_exits_2_before_anything_runs(tmp_path)
         ("simulate", ["stats.method=normal"], "stats.method must be percentile or bca"),
     ],
 )
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_bad_settings_exit_2_with_one_line(capsys, command, args, message):
     """The pre-validation `memlens <command>` runs before Hydra starts (in process)."""
     from memlens.cli import replay as commands

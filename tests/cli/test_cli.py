@@ -23,6 +23,7 @@ def test_help_and_module_entry_point(tmp_path):
     assert memlens("frobnicate", cwd=tmp_path, check=False).returncode == 2
 
 
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_simulate_writes_records_into_the_run_dir(tmp_path, small_trace):
     run_dir = tmp_path / "run"
     proc = memlens(

@@ -138,6 +138,7 @@ def test_simulate_refuses_before_any_work(capsys, argv, message):
         ("table=wide", "table must be verdict or full, got 'wide'"),
     ],
 )
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_compare_refuses_before_any_work(capsys, argv, message):
     assert message in refused(capsys, "compare", argv.split())
 
@@ -252,6 +253,7 @@ def test_booleans_in_a_yaml_file_are_checked_too(tmp_path):
     assert s.demand_fetch is False and s.trace_cache is True
 
 
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_every_shipped_config_file_passes_the_strict_reading():
     for name in registered_policies():
         assert settings_of([f"policy={name}"]).policy is not None

@@ -26,6 +26,7 @@ def test_primary_configs_compose_and_resolve(name):
 
 
 @pytest.mark.parametrize("policy", registered_policies())
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_every_policy_composes_and_instantiates(policy):
     cfg = composed("simulate", [f"policy={policy}", "budget=777"])
     assert cfg.budget == 777

@@ -97,6 +97,7 @@ def test_good_settings_pass_and_resolve_to_typed_objects():
     assert s.policy.admit_threshold == 0.2 and s.policy._target_.endswith("RuleScorer")
 
 
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_every_registered_policy_has_a_schema_matching_its_constructor():
     """The schema is derived from the signature: same parameter names, same defaults."""
     import dataclasses

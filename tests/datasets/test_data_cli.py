@@ -44,6 +44,7 @@ def shown(value) -> str:
 
 
 # ------------------------------------------------------------------------ end to end
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_generate_is_deterministic_and_writes_only_its_output(tmp_path):
     args = ["data", "generate", "archetype=coding", "seed=11", "streams=3", "events_per_stream=60"]
     for name in ("a", "b"):
@@ -137,6 +138,7 @@ BAD = [
 
 
 @pytest.mark.parametrize("argv, message", BAD, ids=[" ".join(a) for a, _ in BAD])
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_bad_input_exits_2_with_one_error_line_and_writes_nothing(
     tmp_path, monkeypatch, capsys, argv, message
 ):
@@ -269,6 +271,7 @@ def test_the_bundled_default_trace_cannot_be_overwritten_by_accident(capsys):
         (["convert", "dataset=locomo", f"src={LOCOMO}", "out=o.jsonl", "captions=off"], "captions must be true or false"),
     ],
 )  # fmt: skip
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_files_and_values_are_checked_before_anything_is_read_or_written(
     tmp_path, monkeypatch, capsys, argv, message
 ):

@@ -301,6 +301,7 @@ def test_agent_needs_follow_the_phase_and_the_roles():
     assert "chit-chat" not in roles and "tool_call" not in roles
 
 
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_agent_cost_prices_a_miss_but_does_not_make_a_need_likelier():
     trace = trace_from_events(generate("agent", seed=16, streams=1500))
     tool = trace.item_type == ITEM_TYPES.index("tool_result")

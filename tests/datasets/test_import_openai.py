@@ -176,6 +176,7 @@ def test_cli_help_lists_the_needs_settings(capsys):
          "line 2: [1].tool_calls[0].function.name"),
     ],
 )  # fmt: skip
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_bad_input_names_file_row_field_and_writes_nothing(tmp_path, capsys, data, name, where):
     src = _write(tmp_path, name, data)
     with pytest.raises(SourceError) as info:

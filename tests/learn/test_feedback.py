@@ -310,6 +310,7 @@ def test_trace_events_round_trip(events):
 
 
 # ------------------------------------------------------------------------------ CLI
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_cli_import_simulate_show(tmp_path, capsys):
     path = tmp_path / "t.jsonl"
     write_trace(path, HAND)

@@ -37,6 +37,7 @@ def big():
 @settings(max_examples=80, deadline=None, derandomize=True)
 @given(events=traces(max_events=60), rate=st.sampled_from([100.0, 30.0]),
        delay=st.integers(0, 3), seed=st.integers(0, 3))  # fmt: skip
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_a_perfect_judge_keeps_only_what_is_needed_and_drops_only_what_is_not(
     events, rate, delay, seed
 ):
@@ -84,6 +85,7 @@ def test_a_kept_item_is_let_go_after_its_last_need():
 
 
 @pytest.mark.parametrize("rate", [1.0, 5.0, 20.0])
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_the_rate_knob_is_respected(big, rate):
     cfg = SimulatedUserConfig(interventions_per_100_events=rate, recall=1.0, seed=3)
     n = len(simulate_user(big, cfg))

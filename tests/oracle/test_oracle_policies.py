@@ -52,6 +52,7 @@ def test_no_registered_policy_beats_oracle_upper(traces, name, demand_fetch):
 
 
 @pytest.mark.parametrize("demand_fetch", [False, True])
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_policy_oracle_scores_exactly_oracle_lower(traces, demand_fetch):
     for t in traces:
         for budget in BUDGETS:
@@ -79,6 +80,7 @@ def replay(tmp_path: Path, trace, policy, budget: int, *overrides: str) -> dict:
     return run(settings, trace)[1].to_dict()
 
 
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_metrics_carry_bounds_regret_and_disk_cache(traces, tmp_path):
     clear_memo()
     t = traces[0]

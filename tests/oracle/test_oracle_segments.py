@@ -86,6 +86,7 @@ def test_oracle_n_jobs_is_checked():
         OracleSettings(n_jobs=0)
 
 
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_presolve_solves_each_budget_once_into_the_disk_cache(tmp_path):
     from memlens.config.store import DATA_DIR
     from memlens.oracle.batch import presolve

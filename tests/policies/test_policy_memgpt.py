@@ -94,6 +94,7 @@ def test_bad_parameters_are_rejected():
 @settings(max_examples=100, deadline=None, derandomize=True)
 @given(events=traces(), budget=st.sampled_from([30, 100, 250]),
        demand_fetch=st.booleans())  # fmt: skip
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_context_never_exceeds_budget_unless_pins_do(events, budget, demand_fetch):
     run = Run(events, MemGPT(), budget, demand_fetch=demand_fetch)
     r = run.result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memlens.policies.token_buffer import ConversationTokenBuffer
@@ -23,6 +24,7 @@ def test_drops_oldest_until_it_fits():
 @settings(max_examples=80, deadline=None, derandomize=True)
 @given(events=traces(), budget=st.sampled_from([1, 40, 100, 250]),
        demand_fetch=st.booleans())  # fmt: skip
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_same_replay_as_window_on_both_engines(events, budget, demand_fetch):
     ref = Run(events, ConversationTokenBuffer(), budget, demand_fetch=demand_fetch)
     win = Run(events, SlidingWindow(), budget, demand_fetch=demand_fetch)

@@ -15,6 +15,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from memlens.config.store import DATA_DIR
 
 HEAVY = ("mlflow", "duckdb", "starlette", "lightgbm", "sklearn", "scipy.optimize",
@@ -42,6 +44,7 @@ def _heavy(modules: set[str]) -> list[str]:
     return sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY))
 
 
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_a_plain_simulate_imports_none_of_the_heavy_packages(tmp_path):
     trace = DATA_DIR / "default" / "agent-small.jsonl.gz"
     modules = _imported_after(["simulate", f"trace={trace}", "policy=lru", "budget=1024",

@@ -26,6 +26,7 @@ def compare_reports(argv: list[str]):
 
 
 @pytest.mark.parametrize("threshold", [0.0, 0.9])
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_compare_applies_policy_overrides_exactly_as_simulate(threshold):
     """The bug: compare read conf/policy/*.yaml itself and ignored ``policy.*`` overrides."""
     over = f"policy.admit_threshold={threshold}"

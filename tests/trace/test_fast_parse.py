@@ -143,6 +143,7 @@ def bundled_traces() -> list[str]:
 
 
 @pytest.mark.parametrize("name", bundled_traces())
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_bundled_traces_load_identically(name):
     fast = check_same(REPO / name)
     version = load_trace_exact(REPO / name).header.get("version")
@@ -545,6 +546,7 @@ number = st.one_of(
 
 @settings(max_examples=max(200, settings().max_examples))
 @given(t=number)
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_typed_numbers_are_the_exact_parsers_bit_for_bit(t):
     """msgspec's number reading against orjson's (the exact parser's), through the whole
     load: the same float64, sign of zero included (``assert_same_trace`` compares bytes), or

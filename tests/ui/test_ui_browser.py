@@ -116,6 +116,7 @@ def test_page_loads_a_run_and_shoots_every_view(page, ui, artifacts):
     assert page.errors == []
 
 
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_charts_have_the_hand_counted_marks(page, ui):
     url, _ = ui
     _open(page, url)
@@ -161,6 +162,7 @@ def test_untrusted_text_never_runs(page, ui):
     assert page.errors == []
 
 
+@pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_pin_round_trips_and_what_if_shows_the_delta(page, ui, artifacts):
     url, state = ui
     _open(page, url)
