@@ -65,7 +65,13 @@ import numpy as np
 
 from memlens.analyze.costs import CostsConfig
 from memlens.analyze.quantiles import grouped_percentile
-from memlens.analyze.registry import Metric, computed, metric, register, stream_parts
+from memlens.analyze.registry import (
+    Metric,
+    StreamParts,
+    computed,
+    metric,
+    register,
+)
 from memlens.simulator import SimResult
 from memlens.trace.features import type_array
 from memlens.trace.model import Trace
@@ -490,7 +496,7 @@ def compute_metrics(
     ))  # fmt: skip
     index = stream_index(trace)
     p95 = grouped_percentile(ctx, index.requests, 95)  # every stream's at once
-    streams, per_stream = {}, []
+    streams, per_stream = {}, StreamParts(len(trace.stream_names))
     for s, name in enumerate(trace.stream_names):  # one stream's group alive at a time
         rows = index.requests[s]
         g = RequestGroup(
@@ -500,7 +506,7 @@ def compute_metrics(
             refs.select(index.references[s]), costs, p95[s],
         )  # fmt: skip
         streams[name] = _summary(g)
-        per_stream.append(stream_parts([g]))
+        per_stream.add(s, g)
     del refs
     everything = np.ones(trace.n_requests, dtype=bool)
     overall.update(_retrieval_summary(trace, result, retrieval, everything, price_per_mtok))
@@ -528,17 +534,8 @@ def compute_metrics(
             "index_query_ms_p95": _pct(retrieval.index_ms[retrieval.index_ms > 0], 95),
             "index_build_s": retrieval.build_s,
         })  # fmt: skip
-    parts = _joined_parts(per_stream)  # in trace.stream_names order, for memlens.analyze.stats
+    parts = per_stream.result()  # in trace.stream_names order, for memlens.analyze.stats
     return {"overall": overall, "streams": streams, "timing": timing, "stream_parts": parts}
-
-
-def _joined_parts(per_stream: list[dict]) -> dict:
-    """``stream_parts(groups)`` from each group's own ``stream_parts([group])``."""
-    if not per_stream:
-        return stream_parts([])
-    return {key: (np.concatenate([p[key][0] for p in per_stream]),
-                  None if den is None else np.concatenate([p[key][1] for p in per_stream]))
-            for key, (_, den) in per_stream[0].items()}  # fmt: skip
 
 
 def _ids_per_request(trace: Trace, hit: np.ndarray | None = None, keep_if: bool = True

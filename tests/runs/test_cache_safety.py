@@ -516,3 +516,17 @@ def test_a_bad_cap_stops_every_command_before_it_starts(tmp_path):
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert proc.stderr.startswith("error: MEMLENS_CACHE_MAX_BYTES must be a positive size")
     assert not (tmp_path / "run").exists()
+
+
+def test_digest_is_blake2b_over_the_bytes_as_written_before():
+    """The digest reads arrays without copying them now; entries written by earlier versions
+    (digest over ``tobytes()``) must still verify, so it is recomputed here by hand."""
+    arrays = {"a": np.arange(10, dtype=np.int64)[::2], "b": np.zeros((0, 3)), "c": np.array(7)}
+    header = b'{"x": 1}'
+    h = hashlib.blake2b(digest_size=32, person=b"memlens-cache")
+    h.update(len(header).to_bytes(8, "little"))
+    h.update(header)
+    for name, a in arrays.items():
+        h.update(f"\0{name}\0{a.dtype.str}\0{a.shape}\0".encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+    assert safecache._digest(header, arrays) == h.digest()

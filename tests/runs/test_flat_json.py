@@ -22,11 +22,15 @@ def test_parses_to_what_json_dumps_writes(doc):
 
 
 def test_layout_hand_checked(tmp_path):
-    doc = {"a": [1, 2.5, None], "b": {"c": []}, "d": [{"e": 1}], "f": {}}
+    """Lists of scalars on one line; a dictionary of scalars on one line when nested two
+    deep (a stream's row), with a line per key at the top (``overall``)."""
+    doc = {"a": [1, 2.5, None], "b": {"c": []}, "d": [{"e": 1}], "f": {}, "g": {"h": 1},
+           "s": {"x": {"k": 1, "m": "n"}}}  # fmt: skip
     write_json(tmp_path / "x.json", doc, flat_lists=True)
     assert (tmp_path / "x.json").read_text() == (
         '{\n  "a": [1, 2.5, null],\n  "b": {\n    "c": []\n  },\n'
-        '  "d": [\n    {\n      "e": 1\n    }\n  ],\n  "f": {}\n}\n'
+        '  "d": [\n    {"e": 1}\n  ],\n  "f": {},\n  "g": {\n    "h": 1\n  },\n'
+        '  "s": {\n    "x": {"k": 1, "m": "n"}\n  }\n}\n'
     )
 
 
