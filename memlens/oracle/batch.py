@@ -45,10 +45,15 @@ def _solve_chunk(task: tuple) -> tuple:
     return parts, time.perf_counter() - start
 
 
-def chunks(n_streams: int, n_workers: int) -> list[tuple[int, int]]:
-    """Consecutive stream ranges covering ``0..n_streams`` (one when there is one worker)."""
-    n = 1 if n_workers <= 1 else max(1, min(n_streams, n_workers * CHUNKS_PER_WORKER))
-    bounds = [round(k * n_streams / n) for k in range(n + 1)]
+def chunks(n_streams: int, n_workers: int, window: int = 1) -> list[tuple[int, int]]:
+    """Consecutive stream ranges covering ``0..n_streams`` (one when there is one worker),
+    each starting and ending on a multiple of ``window`` (or at the end): the oracle batches
+    small streams' LPs by windows (``memlens.oracle.solve.stream_bounds``), so a window must
+    never be split between two chunks."""
+    window = max(1, int(window))
+    n_windows = -(-n_streams // window)
+    n = 1 if n_workers <= 1 else max(1, min(n_windows, n_workers * CHUNKS_PER_WORKER))
+    bounds = [min(n_streams, round(k * n_windows / n) * window) for k in range(n + 1)]
     return [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a] or [(0, 0)]
 
 
@@ -67,7 +72,7 @@ def presolve(traces: dict[str, object], trace_cache: bool, budgets: list[int],
                 todo.append((path, int(budget), key))
     tasks, owner = [], []
     for k, (path, budget, _) in enumerate(todo):
-        for lo, hi in chunks(traces[path].n_streams, n_workers):
+        for lo, hi in chunks(traces[path].n_streams, n_workers, settings.batch_streams or 1):
             tasks.append((path, trace_cache, budget, bool(demand_fetch), settings, lo, hi))
             owner.append(k)
     parts: dict[int, dict[int, tuple]] = {k: {} for k in range(len(todo))}

@@ -160,9 +160,6 @@ def lp_candidates(model: GapModel, cut_rounds: int = 0) -> tuple[int, np.ndarray
     optimum violates (``memlens.oracle.cuts``): valid for every schedule, so the optimum stays
     an upper bound, and lower where items are a large share of the budget.
     """
-    import scipy.sparse as sp
-    from scipy.optimize import linprog
-
     G = model.n_gaps
     n_points = 2 if cut_rounds > 0 else 1
     if G == 0:
@@ -170,36 +167,120 @@ def lp_candidates(model: GapModel, cut_rounds: int = 0) -> tuple[int, np.ndarray
     if model.has_groups:
         bound, y = _group_lp_upper(model)
         return bound, np.tile(y, (n_points, 1))
-    K = model.points.shape[0]
-    head, depth = _chains(model)
-    A_eq, b_eq, A_ub, b_ub = _chain_program(model, head)
-    ub = np.concatenate([np.ones(G), np.full(K, np.inf)])
-    c = np.concatenate([-depth.astype(np.float64), np.zeros(K)])
-    a = model.k_start[head]
-    res, first = None, None
-    n_base = b_ub.size
-    for _ in range(max(cut_rounds, 0) + 1):
-        if res is not None:
-            cut_rows, rhs = cover_cuts(a, model.k_end, head, model.size, res.x[:G], model.capacity,
+    lp = ChainLP(model)
+    for round_ in range(max(cut_rounds, 0) + 1):
+        if round_ > 0 and not lp.add_cuts():
+            break
+        lp.take(*_solve_blocks([lp])[0])
+    return lp.candidates(n_points)
+
+
+def lp_candidates_many(models: list[GapModel], cut_rounds: int = 0) -> list[tuple[int, np.ndarray]]:
+    """:func:`lp_candidates` of several small streams, their LPs solved as one (issue 34).
+
+    Streams share nothing, so the LP of a batch is block-diagonal: its optimum is the sum of
+    the blocks' optima and its solution, restricted to a block, is an optimum of that block
+    (a better block would make a better whole).  Each stream's bound is the floor of its own
+    block's objective, exactly the bound it gets alone (HiGHS's tolerances are per row and per
+    column, not per problem); on thousands of short streams one HiGHS call per batch replaces
+    one per stream, whose set-up cost (SciPy's checks, the sparse conversions, HiGHS's model
+    pass) was most of the oracle's time.  Cut rounds go on for the streams that still have
+    violated cuts, again as one LP.  Where a stream's LP has several optima, the batch may
+    return another of them than the stream's own solve: the rounding then starts from other
+    fractional values, so a lower bound can differ by a few hits either way.  Which streams
+    share a batch is fixed by the caller (``memlens.oracle.solve``), never by how a sweep
+    spreads streams over its workers, so the numbers do not depend on the machine."""
+    n_points = 2 if cut_rounds > 0 else 1
+    lps = [ChainLP(m) for m in models]
+    for lp in lps:
+        if lp.G == 0 or lp.model.has_groups:
+            raise ValueError(f"stream {lp.model.stream}: no chain LP to batch")
+    active = lps
+    for round_ in range(max(cut_rounds, 0) + 1):
+        if round_ > 0:
+            active = [lp for lp in active if lp.add_cuts()]
+        if not active:
+            break
+        for lp, (x, value) in zip(active, _solve_blocks(active), strict=True):
+            lp.take(x, value)
+    return [lp.candidates(n_points) for lp in lps]
+
+
+class ChainLP:
+    """One stream's chain-form LP (:func:`lp_candidates`) with its cut rows so far and the
+    solutions it has had: the uncut one (``first``) and the last."""
+
+    def __init__(self, model: GapModel) -> None:
+        self.model, self.G = model, model.n_gaps
+        self.first = self.x = None
+        if self.G == 0 or model.has_groups:
+            return
+        self.K = model.points.shape[0]
+        self.head, depth = _chains(model)
+        self.A_eq, self.b_eq, self.A_ub, self.b_ub = _chain_program(model, self.head)
+        self.upper = np.concatenate([np.ones(self.G), np.full(self.K, np.inf)])
+        self.c = np.concatenate([-depth.astype(np.float64), np.zeros(self.K)])
+        self.a = model.k_start[self.head]
+        self.n_base = self.b_ub.size
+
+    def add_cuts(self) -> bool:
+        """Add the cover cuts the last optimum violates; False when there are none.  Earlier
+        cuts the last optimum does not touch are dropped (a smaller LP; any set of valid cuts
+        gives a valid bound)."""
+        import scipy.sparse as sp
+
+        m, G, K, n_base = self.model, self.G, self.K, self.n_base
+        cut_rows, rhs = cover_cuts(self.a, m.k_end, self.head, m.size, self.x[:G], m.capacity,
                                    G + K)  # fmt: skip
-            if rhs.size == 0:
-                break
-            # earlier cuts the last optimum does not touch are dropped (a smaller LP; any set
-            # of valid cuts gives a valid bound)
-            tight = A_ub[n_base:] @ res.x >= b_ub[n_base:] - 1e-7
-            keep = np.concatenate([np.arange(n_base), n_base + np.flatnonzero(tight)])
-            A_ub = sp.vstack([A_ub[keep], cut_rows]).tocsr()
-            b_ub = np.concatenate([b_ub[keep], rhs])
-        res = linprog(c, A_eq=A_eq, b_eq=b_eq, A_ub=A_ub if b_ub.size else None,
-                      b_ub=b_ub if b_ub.size else None,
-                      bounds=np.stack([np.zeros(G + K), ub], axis=1), method="highs")  # fmt: skip
-        if res.status != 0:
-            raise OracleSolveError(f"stream {model.stream}: LP not solved ({res.message})")
-        first = res.x[:G] if first is None else first
-    points = [first, res.x[:G]][-n_points:]
-    return model.forced_hits + _tolerant_floor(-res.fun, G), np.stack(
-        [_gap_values(d, model.prev) for d in points]
-    )
+        if rhs.size == 0:
+            return False
+        tight = self.A_ub[n_base:] @ self.x >= self.b_ub[n_base:] - 1e-7
+        keep = np.concatenate([np.arange(n_base), n_base + np.flatnonzero(tight)])
+        self.A_ub = sp.vstack([self.A_ub[keep], cut_rows]).tocsr()
+        self.b_ub = np.concatenate([self.b_ub[keep], rhs])
+        return True
+
+    def take(self, x: np.ndarray, objective: float) -> None:
+        self.x, self.objective = x, objective
+        self.first = x[: self.G] if self.first is None else self.first
+
+    def candidates(self, n_points: int) -> tuple[int, np.ndarray]:
+        """The bound (floor of this block's objective) and the gap values of the uncut and
+        last LPs (the last only, with one point)."""
+        points = [self.first, self.x[: self.G]][-n_points:]
+        return self.model.forced_hits + _tolerant_floor(-self.objective, self.G), np.stack(
+            [_gap_values(d, self.model.prev) for d in points]
+        )
+
+
+def _solve_blocks(lps: list[ChainLP]) -> list[tuple[np.ndarray, float]]:
+    """One HiGHS solve of the LPs side by side; each one's solution and objective (one LP:
+    exactly its own call, and HiGHS's objective)."""
+    import scipy.sparse as sp
+    from scipy.optimize import linprog
+
+    if len(lps) == 1:
+        (lp,) = lps
+        A_eq, b_eq, A_ub, b_ub, c, upper = lp.A_eq, lp.b_eq, lp.A_ub, lp.b_ub, lp.c, lp.upper
+    else:
+        A_eq = sp.block_diag([lp.A_eq for lp in lps], format="csr")
+        A_ub = sp.block_diag([lp.A_ub for lp in lps], format="csr")
+        b_eq, b_ub = (
+            np.concatenate([lp.b_eq for lp in lps]),
+            np.concatenate([lp.b_ub for lp in lps]),
+        )
+        c, upper = np.concatenate([lp.c for lp in lps]), np.concatenate([lp.upper for lp in lps])
+    res = linprog(c, A_eq=A_eq, b_eq=b_eq, A_ub=A_ub if b_ub.size else None,
+                  b_ub=b_ub if b_ub.size else None,
+                  bounds=np.stack([np.zeros(c.size), upper], axis=1), method="highs")  # fmt: skip
+    if res.status != 0:
+        streams = ", ".join(str(lp.model.stream) for lp in lps[:5])
+        raise OracleSolveError(f"stream {streams}: LP not solved ({res.message})")
+    if len(lps) == 1:
+        return [(res.x, float(res.fun))]
+    ends = np.cumsum([lp.c.size for lp in lps])
+    xs = np.split(res.x, ends[:-1])
+    return [(x, float(lp.c @ x)) for lp, x in zip(lps, xs, strict=True)]
 
 
 def _gap_values(d: np.ndarray, prev: np.ndarray) -> np.ndarray:

@@ -29,6 +29,10 @@ class OracleSettings:
     # a tighter, still proven, upper bound where items are a large share of the budget; one
     # round takes a 1M-reference stream under a 1% gap (more: tighter, each one slower)
     cut_rounds: int = 1
+    # streams whose LP is small (at most BATCH_MAX_COLUMNS columns) have their LPs solved
+    # together, in windows of this many consecutive streams (memlens.oracle.solve: one HiGHS
+    # call per window instead of one per stream; the same upper bounds); 0 = each stream alone
+    batch_streams: int = 64
     cache: bool = True  # cache results on disk
     cache_dir: str | None = None  # None: $MEMLENS_CACHE/oracle or ~/.cache/memlens/oracle
     # where HiGHS's own output goes (appended; memlens.oracle.quiet): None discards it, so the
@@ -38,7 +42,13 @@ class OracleSettings:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"oracle.method must be one of {METHODS}, got {self.method!r}")
-        for key in ("lp_max_references", "milp_max_gaps", "segment_references", "cut_rounds"):
+        for key in (
+            "lp_max_references",
+            "milp_max_gaps",
+            "segment_references",
+            "cut_rounds",
+            "batch_streams",
+        ):
             number(f"oracle.{key}", getattr(self, key), low=0, integer=True)
         if self.n_jobs != -1 and not (type(self.n_jobs) is int and 1 <= self.n_jobs <= 256):
             raise ValueError(

@@ -31,6 +31,7 @@ from memlens.oracle import cache
 from memlens.oracle.bounds import (
     OracleSolveError,
     lp_candidates,
+    lp_candidates_many,
     milp_schedule,
     relaxed_upper,
 )
@@ -102,26 +103,32 @@ def _fits(model, settings: OracleSettings) -> bool:
     return schedule_load_ok(model, np.ones(model.n_gaps, dtype=bool))
 
 
-def _upper(model, settings: OracleSettings) -> tuple[int, list[np.ndarray], str, int]:
+def _upper(model, settings: OracleSettings, lp=None) -> tuple[int, list[np.ndarray], str, int]:
     """The stream's LP-based upper bound, the rounding's candidate priorities (the LP's
     fractional gap values, and for a cut stream a second set: ``memlens.oracle.segments``),
-    its method and its number of segments."""
+    its method and its number of segments.  ``lp``: its LP's (bound, values), already solved
+    in a batch (:func:`_batched_lps`)."""
     solver = partial(lp_candidates, cut_rounds=settings.cut_rounds)
     if _one_lp(model, settings):
-        upper, y = solver(model)
+        upper, y = lp if lp is not None else solver(model)
         return upper, list(y), "lp", 1
     upper, priorities, n = segmented_lp_upper(model, settings.segment_references, solver,
                                               settings.n_jobs)  # fmt: skip
     return upper, priorities, ("lp" if n == 1 else "lp-segments"), n
 
 
-def _stream_bound(model, settings: OracleSettings) -> tuple[StreamBound, list[np.ndarray]]:
-    """Both bounds of one stream's model (the lower one as planned; replayed afterwards) and
-    two candidate schedules: the best rounding of the uncut LP's values (what ``cut_rounds=0``
-    plans) and the best of all; ``_compute`` keeps the second only where it replays better."""
-    use_lp = settings.method in ("lp", "segmented") or (
+def _uses_lp(model, settings: OracleSettings) -> bool:
+    return settings.method in ("lp", "segmented") or (
         settings.method == "auto" and model.n_references <= settings.lp_max_references
     )
+
+
+def _stream_bound(model, settings: OracleSettings, lp=None) -> tuple[StreamBound, list[np.ndarray]]:
+    """Both bounds of one stream's model (the lower one as planned; replayed afterwards) and
+    two candidate schedules: the best rounding of the uncut LP's values (what ``cut_rounds=0``
+    plans) and the best of all; ``_compute`` keeps the second only where it replays better.
+    ``lp``: the stream's LP (bound, values) when a batch solved it."""
+    use_lp = _uses_lp(model, settings)
     selected = np.zeros(model.n_gaps, dtype=bool)
     base = selected
     lower_method, upper_method, segments = "belady", "relaxed", 1
@@ -132,7 +139,7 @@ def _stream_bound(model, settings: OracleSettings) -> tuple[StreamBound, list[np
                            upper_method="lp", lower_method="lp-round", gaps=model.n_gaps,
                            solve_s=0.0, segments=1), [everything, everything]  # fmt: skip
     if use_lp:
-        upper, priorities, upper_method, segments = _upper(model, settings)
+        upper, priorities, upper_method, segments = _upper(model, settings, lp)
         rounded = [round_schedule(model, p) for p in priorities]
         n_base = len(rounded) // 2 if settings.cut_rounds > 0 else len(rounded)
         base = max(rounded[:n_base], key=model.planned_hits)  # the first of equals
@@ -211,24 +218,69 @@ def _lower_bounds(
     return plans
 
 
+#: A stream's LP joins its window's batch when it has at most this many columns (gaps and
+#: check points); a larger one is solved alone, where HiGHS's set-up is small beside its solve.
+BATCH_MAX_COLUMNS = 4_000
+
+
 def stream_bounds(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSettings,
                   streams: range | None = None) -> tuple[list, list, list]:  # fmt: skip
     """Per stream of ``streams`` (default: every one), its bound, its two candidate plans and
     what they plan: the part of a solve that is independent per stream, so a sweep can spread
-    one budget's streams over its workers (``memlens.oracle.batch``) and :func:`finish` them."""
+    one budget's streams over its workers (``memlens.oracle.batch``) and :func:`finish` them.
+
+    Streams are taken in windows of ``settings.batch_streams`` consecutive streams counted from
+    stream 0 (not from ``streams.start``), the small LPs of a window solved as one
+    (``memlens.oracle.bounds.lp_candidates_many``): a window is the same whichever range it
+    is asked in, as long as ranges start and end on windows (``memlens.oracle.batch.chunks``
+    cuts them so), so the numbers never depend on how many workers shared the work."""
+    streams = streams if streams is not None else range(trace.n_streams)
+    width = settings.batch_streams or 1
     bounds: list[StreamBound] = []
     candidates: list[list[np.ndarray]] = []
     planned: list[list[int]] = []
     with silenced(settings.solver_log):
-        for s in streams if streams is not None else range(trace.n_streams):
-            t0 = time.perf_counter()
-            model = build_model(trace, s, budget, demand_fetch)
-            bound, chosen = _stream_bound(model, settings)
-            bound.solve_s = time.perf_counter() - t0
-            bounds.append(bound)
-            candidates.append([keep_pairs(model, c) for c in chosen])
-            planned.append([model.planned_hits(c) for c in chosen])
+        lo = streams.start
+        while lo < streams.stop:
+            hi = min(streams.stop, (lo // width + 1) * width)
+            for model, bound, chosen in _window(trace, budget, demand_fetch, settings, lo, hi):
+                bounds.append(bound)
+                candidates.append([keep_pairs(model, c) for c in chosen])
+                planned.append([model.planned_hits(c) for c in chosen])
+            lo = hi
     return bounds, candidates, planned
+
+
+def _window(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSettings,
+            lo: int, hi: int) -> list:  # fmt: skip
+    """(model, bound, chosen plans) of streams ``lo..hi``, their small LPs solved together."""
+    t0 = time.perf_counter()
+    models = [build_model(trace, s, budget, demand_fetch) for s in range(lo, hi)]
+    lps, shared_s = _batched_lps(models, settings) if settings.batch_streams else ({}, 0.0)
+    share = shared_s / max(len(lps), 1)
+    build_s = (time.perf_counter() - t0 - shared_s) / max(len(models), 1)
+    out = []
+    for k, model in enumerate(models):
+        t1 = time.perf_counter()
+        bound, chosen = _stream_bound(model, settings, lps.get(k))
+        bound.solve_s = time.perf_counter() - t1 + build_s + (share if k in lps else 0.0)
+        out.append((model, bound, chosen))
+    return out
+
+
+def _batched_lps(models: list, settings: OracleSettings) -> tuple[dict, float]:
+    """{index in ``models``: (bound, values)} for the streams whose one small chain LP
+    ``_stream_bound`` would solve (not closed-form, no alternatives, not segmented), solved as
+    one batch; and the batch's time."""
+    t0 = time.perf_counter()
+    small = [k for k, m in enumerate(models)
+             if 0 < m.n_gaps and not m.has_groups and _uses_lp(m, settings)
+             and _one_lp(m, settings) and m.n_gaps + m.points.shape[0] <= BATCH_MAX_COLUMNS
+             and not _fits(m, settings)]  # fmt: skip
+    if len(small) < 2:
+        return {}, 0.0
+    solved = lp_candidates_many([models[k] for k in small], settings.cut_rounds)
+    return dict(zip(small, solved, strict=True)), time.perf_counter() - t0
 
 
 def finish(trace: Trace, budget: int, demand_fetch: bool, parts: tuple[list, list, list],

@@ -31,9 +31,21 @@ def test_chunks_cover_every_stream_once():
                                 min(n_streams, workers * batch.CHUNKS_PER_WORKER))  # fmt: skip
 
 
+def test_chunks_keep_the_oracle_batch_windows_whole():
+    for n_streams in (0, 1, 5, 37, 200):
+        for workers in (1, 2, 3):
+            for window in (1, 3, 64):
+                got = batch.chunks(n_streams, workers, window)
+                assert [s for lo, hi in got for s in range(lo, hi)] == list(range(n_streams))
+                assert all(lo % window == 0 for lo, _ in got)
+                assert all(hi % window == 0 or hi == n_streams for _, hi in got)
+    assert batch.chunks(200, 2, 64) == [(0, 64), (64, 128), (128, 192), (192, 200)]
+
+
 def test_chunked_presolve_equals_one_piece(many_streams, tmp_path, monkeypatch):
+    """With small LPs batched three streams a window (so a chunk holds one or two windows)."""
     path, trace = many_streams
-    settings = OracleSettings(cache_dir=str(tmp_path / "oracle"))
+    settings = OracleSettings(cache_dir=str(tmp_path / "oracle"), batch_streams=3)
 
     def out_of_order(fn, tasks, n_workers, progress=None, label=""):
         tasks = list(tasks)
@@ -46,7 +58,8 @@ def test_chunked_presolve_equals_one_piece(many_streams, tmp_path, monkeypatch):
     assert len(_MEMO) == 2
     chunked = [solve(trace, b, False, settings) for b in (512, 2048)]  # from the memo
     clear_memo()
-    whole = [solve(trace, b, False, OracleSettings(cache=False)) for b in (512, 2048)]
+    whole = [solve(trace, b, False, OracleSettings(cache=False, batch_streams=3))
+             for b in (512, 2048)]  # fmt: skip
     clear_memo()
     for a, b in zip(chunked, whole, strict=True):
         assert [dataclasses.replace(s, solve_s=0.0) for s in a.streams] == [
