@@ -69,6 +69,7 @@ from memlens.analyze.registry import (
     Metric,
     StreamParts,
     computed,
+    declared,
     metric,
     register,
 )
@@ -245,7 +246,8 @@ class RequestGroup:
 
 # ------------------------------------------------------- core metrics, declared once
 @metric("hit_rate", "needed references present in working memory / all needed references",
-        True, summary=True, parts=lambda g: (g.hits.sum(), g.needs_count.sum()))  # fmt: skip
+        True, summary=True, parts=lambda g: (g.hits.sum(), g.needs_count.sum()),
+        by_stream=lambda c: (c.hits, c.needs))  # fmt: skip
 def hit_rate(g: RequestGroup):
     return _ratio(int(g.hits.sum()), int(g.needs_count.sum()))
 
@@ -257,7 +259,8 @@ register(Metric("regret", "oracle_upper - hit_rate: hit rate left on the table, 
 
 
 @metric("request_success", "share of requests (with a need) whose every need was present",
-        True, summary=True, parts=lambda g: _success_parts(g))  # fmt: skip
+        True, summary=True, parts=lambda g: _success_parts(g),
+        by_stream=lambda c: (c.complete, c.with_needs))  # fmt: skip
 def request_success(g: RequestGroup):
     return _ratio(*_success_parts(g))
 
@@ -269,13 +272,13 @@ def _success_parts(g: RequestGroup) -> tuple[int, int]:
 
 
 @metric("mean_context_tokens", "mean WM tokens at a request", None, fmt=",.1f", summary=True,
-        parts=lambda g: (g.ctx.sum(), g.ctx.size))  # fmt: skip
+        parts=lambda g: (g.ctx.sum(), g.ctx.size), by_stream=lambda c: (c.ctx, c.requests))  # fmt: skip
 def mean_context_tokens(g: RequestGroup):
     return float(g.ctx.mean()) if g.ctx.size else None
 
 
 @metric("p95_context_tokens", "95th percentile of WM tokens at a request (linear)", None,
-        fmt=",.1f", summary=True)  # fmt: skip
+        fmt=",.1f", summary=True, by_stream=lambda c: (c.ctx_p95, None))  # fmt: skip
 def p95_context_tokens(g: RequestGroup):
     if not g.ctx.size:
         return None
@@ -283,79 +286,87 @@ def p95_context_tokens(g: RequestGroup):
 
 
 @metric("false_eviction_rate", "evictions of items a later request needs / all evictions",
-        False, summary=True, parts=lambda g: (g.false_evictions, g.evictions))  # fmt: skip
+        False, summary=True, parts=lambda g: (g.false_evictions, g.evictions),
+        by_stream=lambda c: (c.false_evictions, c.evictions))  # fmt: skip
 def false_eviction_rate(g: RequestGroup):
     return _ratio(g.false_evictions, g.evictions)
 
 
 @metric("evictions", "evictions from working memory", None, fmt="d", summary=True,
-        parts=lambda g: (g.evictions, None))  # fmt: skip
+        parts=lambda g: (g.evictions, None), by_stream=lambda c: (c.evictions, None))  # fmt: skip
 def evictions(g: RequestGroup):
     return int(g.evictions)
 
 
 @metric("false_evictions", "evictions of items a later request needs", False, fmt="d",
-        parts=lambda g: (g.false_evictions, None))  # fmt: skip
+        parts=lambda g: (g.false_evictions, None),
+        by_stream=lambda c: (c.false_evictions, None))  # fmt: skip
 def false_evictions(g: RequestGroup):
     return int(g.false_evictions)
 
 
 @metric("cost_usd", "sum over requests of context tokens x price_per_mtok / 1e6", False,
-        summary=True, parts=lambda g: (cost_usd(g), None))  # fmt: skip
+        summary=True, parts=lambda g: (cost_usd(g), None),
+        by_stream=lambda c: (c.ctx * float(c.price_per_mtok) / 1e6, None))  # fmt: skip
 def cost_usd(g: RequestGroup):
     return float(g.ctx.sum()) * float(g.price_per_mtok) / 1e6
 
 
-@metric("events", "events replayed", None, fmt="d", parts=lambda g: (g.n_events, None))
+@metric("events", "events replayed", None, fmt="d", parts=lambda g: (g.n_events, None),
+        by_stream=lambda c: (c.events, None))  # fmt: skip
 def events(g: RequestGroup):
     return int(g.n_events)
 
 
-@metric("requests", "requests replayed", None, fmt="d", parts=lambda g: (g.ctx.size, None))
+@metric("requests", "requests replayed", None, fmt="d", parts=lambda g: (g.ctx.size, None),
+        by_stream=lambda c: (c.requests, None))  # fmt: skip
 def requests(g: RequestGroup):
     return int(g.ctx.size)
 
 
 @metric("references", "needed references", None, fmt="d",
-        parts=lambda g: (g.needs_count.sum(), None))  # fmt: skip
+        parts=lambda g: (g.needs_count.sum(), None), by_stream=lambda c: (c.needs, None))  # fmt: skip
 def references(g: RequestGroup):
     return int(g.needs_count.sum())
 
 
 @metric("hits", "needed references present in working memory", True, fmt="d",
-        parts=lambda g: (g.hits.sum(), None))  # fmt: skip
+        parts=lambda g: (g.hits.sum(), None), by_stream=lambda c: (c.hits, None))  # fmt: skip
 def hits(g: RequestGroup):
     return int(g.hits.sum())
 
 
 @metric("pins_over_budget_requests", "requests at which pinned tokens alone exceeded the budget",
-        None, fmt="d", parts=lambda g: ((g.pinned > g.budget).sum(), None))  # fmt: skip
+        None, fmt="d", parts=lambda g: ((g.pinned > g.budget).sum(), None),
+        by_stream=lambda c: (c.pins_over_budget, None))  # fmt: skip
 def pins_over_budget_requests(g: RequestGroup):
     return int((g.pinned > g.budget).sum())
 
 
 @metric("miss_cost_usd", "sum over missed needs of the item's cost (else re-reading it) + the "
         "type's costs.miss_penalty_usd", False,
-        parts=lambda g: (miss_cost_usd(g), None))  # fmt: skip
+        parts=lambda g: (miss_cost_usd(g), None), by_stream=lambda c: (c.miss_usd, None))  # fmt: skip
 def miss_cost_usd(g: RequestGroup):
     return float(g.refs.miss_usd[~g.refs.hit].sum())
 
 
 @metric("miss_latency_s", "sum over missed needs of the type's costs.miss_latency_s", False,
-        fmt=",.1f", parts=lambda g: (miss_latency_s(g), None))  # fmt: skip
+        fmt=",.1f", parts=lambda g: (miss_latency_s(g), None),
+        by_stream=lambda c: (c.miss_s, None))  # fmt: skip
 def miss_latency_s(g: RequestGroup):
     return float(g.refs.miss_s[~g.refs.hit].sum())
 
 
 @metric("total_cost_usd", "cost_usd (context) + miss_cost_usd", False, summary=True,
-        parts=lambda g: (total_cost_usd(g), None))  # fmt: skip
+        parts=lambda g: (total_cost_usd(g), None),
+        by_stream=lambda c: (c.ctx * float(c.price_per_mtok) / 1e6 + c.miss_usd, None))  # fmt: skip
 def total_cost_usd(g: RequestGroup):
     return cost_usd(g) + miss_cost_usd(g)
 
 
 @metric("value_weighted_hit_rate", "hits weighted by value (annotated, else costs.value_weight "
         "of the type) / all needs so weighted", True, summary=True,
-        parts=lambda g: _value_parts(g))  # fmt: skip
+        parts=lambda g: _value_parts(g), by_stream=lambda c: (c.value_hit, c.value))  # fmt: skip
 def value_weighted_hit_rate(g: RequestGroup):
     return _ratio(*_value_parts(g))
 
@@ -496,28 +507,14 @@ def compute_metrics(
     ))  # fmt: skip
     index = stream_index(trace)
     p95 = grouped_percentile(ctx, index.requests, 95)  # every stream's at once
-    streams, per_stream = {}, StreamParts(len(trace.stream_names))
-    for s, name in enumerate(trace.stream_names):  # one stream's group alive at a time
-        rows = index.requests[s]
-        g = RequestGroup(
-            int(index.events[s]), needs_count[rows], hits[rows], ctx[rows],
-            result.pinned_tokens[rows], int(result.evictions[s]),
-            int(result.false_evictions[s]), result.budget, price_per_mtok,
-            refs.select(index.references[s]), costs, p95[s],
-        )  # fmt: skip
-        streams[name] = _summary(g)
-        per_stream.add(s, g)
-    del refs
     everything = np.ones(trace.n_requests, dtype=bool)
     overall.update(_retrieval_summary(trace, result, retrieval, everything, price_per_mtok))
-    for s, name in enumerate(trace.stream_names):
-        if retrieval is None:  # by index: the same rows as the mask, without a pass per stream
-            part = _retrieval_summary(trace, result, None, index.requests[s], price_per_mtok,
-                                      index.references[s], p95[s])  # fmt: skip
-        else:
-            part = _retrieval_summary(trace, result, retrieval, trace.req_stream == s,
-                                      price_per_mtok)  # fmt: skip
-        streams[name].update(part)
+    if retrieval is None and all(m.by_stream is not None for m in _per_stream_metrics()):
+        streams, parts = _streams_at_once(trace, result, hits, refs, p95, price_per_mtok)
+    else:
+        streams, parts = _stream_by_stream(trace, result, hits, refs, p95, price_per_mtok,
+                                           retrieval, costs)  # fmt: skip
+    del refs
     wall = result.wall_s
     timing = {
         "wall_s": wall,
@@ -534,8 +531,129 @@ def compute_metrics(
             "index_query_ms_p95": _pct(retrieval.index_ms[retrieval.index_ms > 0], 95),
             "index_build_s": retrieval.build_s,
         })  # fmt: skip
-    parts = per_stream.result()  # in trace.stream_names order, for memlens.analyze.stats
     return {"overall": overall, "streams": streams, "timing": timing, "stream_parts": parts}
+
+
+def _stream_by_stream(trace: Trace, result: SimResult, hits: np.ndarray, refs: References,
+                      p95: list, price_per_mtok: float, retrieval, costs: CostsConfig):  # fmt: skip
+    """Per-stream metrics and parts, each stream's group computed in turn (with retrieval on,
+    or a metric without ``by_stream``)."""
+    index = stream_index(trace)
+    needs_count = trace.req_needs_count
+    streams, per_stream = {}, StreamParts(len(trace.stream_names))
+    for s, name in enumerate(trace.stream_names):  # one stream's group alive at a time
+        rows = index.requests[s]
+        g = RequestGroup(
+            int(index.events[s]), needs_count[rows], hits[rows], result.context_tokens[rows],
+            result.pinned_tokens[rows], int(result.evictions[s]),
+            int(result.false_evictions[s]), result.budget, price_per_mtok,
+            refs.select(index.references[s]), costs, p95[s],
+        )  # fmt: skip
+        streams[name] = _summary(g)
+        per_stream.add(s, g)
+        if retrieval is None:  # by index: the same rows as the mask, without a pass per stream
+            part = _retrieval_summary(trace, result, None, rows, price_per_mtok,
+                                      index.references[s], p95[s])  # fmt: skip
+        else:
+            part = _retrieval_summary(trace, result, retrieval, trace.req_stream == s,
+                                      price_per_mtok)  # fmt: skip
+        streams[name].update(part)
+    return streams, per_stream.result()
+
+
+@dataclass
+class StreamColumns:
+    """Per stream (arrays over ``trace.stream_names``): the counts and sums the core metrics
+    are ratios of, what each metric's ``by_stream`` reads.  Sums go through ``np.bincount``,
+    which adds a stream's rows in their order: counts exactly, costs and values as a running
+    sum (the per-stream loop's ``np.sum`` adds in pairs, so a float sum can differ from it in
+    its last bits; tests/analyze/test_stream_columns.py bounds that)."""
+
+    events: np.ndarray
+    requests: np.ndarray
+    needs: np.ndarray
+    hits: np.ndarray
+    complete: np.ndarray  # requests with a need whose every need was present
+    with_needs: np.ndarray  # requests with a need
+    ctx: np.ndarray  # WM tokens at requests, summed (float64, exact below 2**53)
+    ctx_p95: np.ndarray  # NaN for a stream without requests
+    evictions: np.ndarray
+    false_evictions: np.ndarray
+    pins_over_budget: np.ndarray
+    miss_usd: np.ndarray
+    miss_s: np.ndarray
+    value_hit: np.ndarray
+    value: np.ndarray
+    price_per_mtok: float
+
+
+def stream_columns(trace: Trace, result: SimResult, hits: np.ndarray, refs: References,
+                   p95: list, price_per_mtok: float) -> StreamColumns:  # fmt: skip
+    n = trace.n_streams
+    req_s, ref_s = trace.req_stream, trace.req_stream[trace.need_request]
+    count = lambda mask: np.bincount(req_s[mask], minlength=n).astype(np.int64)  # noqa: E731
+    total = lambda rows, w: np.bincount(rows, weights=w, minlength=n).astype(np.float64)  # noqa: E731
+    needs_count = trace.req_needs_count
+    with_needs = needs_count > 0
+    missed = ~refs.hit
+    return StreamColumns(
+        events=np.asarray(stream_index(trace).events, dtype=np.int64),
+        requests=np.bincount(req_s, minlength=n).astype(np.int64),
+        needs=total(req_s, needs_count).astype(np.int64),
+        hits=total(req_s, hits).astype(np.int64),
+        complete=count(with_needs & (hits == needs_count)),
+        with_needs=count(with_needs),
+        ctx=total(req_s, result.context_tokens),
+        ctx_p95=np.asarray([np.nan if v is None else v for v in p95], dtype=np.float64),
+        evictions=np.asarray(result.evictions, dtype=np.int64),
+        false_evictions=np.asarray(result.false_evictions, dtype=np.int64),
+        pins_over_budget=count(result.pinned_tokens > result.budget),
+        miss_usd=total(ref_s[missed], refs.miss_usd[missed]),
+        miss_s=total(ref_s[missed], refs.miss_s[missed]),
+        value_hit=total(ref_s[refs.hit], refs.value[refs.hit]),
+        value=total(ref_s, refs.value),
+        price_per_mtok=price_per_mtok,
+    )  # fmt: skip
+
+
+def _values(num: np.ndarray, den: np.ndarray | None, integer: bool) -> list:
+    """A metric's per-stream values from its ``by_stream`` arrays, as ``compute`` returns them:
+    ints for counts, None where the ratio (or the value) is undefined."""
+    if den is None:
+        if integer:
+            return np.asarray(num, dtype=np.int64).tolist()
+        return [None if v != v else v for v in np.asarray(num, dtype=np.float64).tolist()]
+    num, den = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
+    ratio = np.divide(num, den, out=np.zeros_like(num), where=den != 0).tolist()
+    return [r if d else None for r, d in zip(ratio, (den != 0).tolist(), strict=True)]
+
+
+def _per_stream_metrics() -> list[Metric]:
+    """Metrics with a per-stream value or parts, in declaration order."""
+    return [m for m in declared().values() if m.compute is not None or m.parts is not None]
+
+
+def _streams_at_once(trace: Trace, result: SimResult, hits: np.ndarray, refs: References,
+                     p95: list, price_per_mtok: float) -> tuple[dict, dict]:  # fmt: skip
+    """Per-stream metrics and parts from :class:`StreamColumns`, every stream at once."""
+    cols = stream_columns(trace, result, hits, refs, p95, price_per_mtok)
+    columns, parts = {}, {}
+    for m in _per_stream_metrics():
+        num, den = m.by_stream(cols)
+        if m.compute is not None:
+            columns[m.key] = _values(num, den, m.fmt == "d")
+        if m.parts is not None:
+            parts[m.key] = (np.asarray(num, dtype=np.float64),
+                            None if den is None else np.asarray(den, dtype=np.float64))  # fmt: skip
+    columns["context_recall"] = columns["hit_rate"]  # retrieval off: the WM is the context
+    columns["mean_context_tokens_total"] = columns["mean_context_tokens"]
+    columns["p95_context_tokens_total"] = columns["p95_context_tokens"]
+    columns["cost_usd_total"] = columns["cost_usd"]
+    keys = list(columns)
+    rows = zip(*(columns[k] for k in keys), strict=True)
+    streams = {name: dict(zip(keys, row, strict=True))
+               for name, row in zip(trace.stream_names, rows, strict=True)}  # fmt: skip
+    return streams, parts
 
 
 def _ids_per_request(trace: Trace, hit: np.ndarray | None = None, keep_if: bool = True

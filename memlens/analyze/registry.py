@@ -40,6 +40,13 @@ class Metric:
     # f(RequestGroup) -> (num, den): additive per-stream parts, value = sum num / sum den over
     # streams (den None: a total, value = sum num); what the bootstrap over streams resamples
     parts: Callable | None = None
+    # f(StreamColumns) -> (num, den): every stream's ``parts`` at once, as arrays over streams
+    # (``memlens.analyze.metrics.StreamColumns``); the stream's value is num / den (den None:
+    # num; for a metric without parts, num is its value, NaN for none).  Declared beside
+    # ``compute`` so a run over thousands of streams does no per-stream Python (issue 34);
+    # tests/analyze/test_stream_columns.py holds it to ``compute`` and ``parts`` stream by
+    # stream.  A metric without it makes the run take the per-stream loop.
+    by_stream: Callable | None = None
 
     def format(self, value) -> str:
         if value is None or (isinstance(value, float) and value != value):
