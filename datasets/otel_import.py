@@ -235,7 +235,7 @@ class Stream:
             return
         if "gen_ai.tool.call.result" not in span.attrs:
             raise SourceError(span.path, span.field("gen_ai.tool.call.result"), "missing field")
-        result = span.structured("gen_ai.tool.call.result")
+        result = span.attrs["gen_ai.tool.call.result"]  # text as the tool returned it
         msg = {"role": "tool", "tool_call_id": str(ident), "content": _text_of(result),
                "latency_s": (span.end - span.start) / 1e9}  # fmt: skip
         self._add([msg])
