@@ -168,7 +168,7 @@ class MemoryManager:
         self._stream_names = list(trace.stream_names)
         self._last_t = [float(trace.ev_t[ev[-1]]) if len(ev) else 0.0
                         for ev in trace.stream_events]  # fmt: skip
-        self._item_index = {ident: i for i, ident in enumerate(self._cols.item_id)}
+        self._item_index = dict(zip(trace.item_id, range(trace.n_items)))
         self._req_ids = set(self._cols.req_id)
         self._engines: list[StreamEngine] = []
         self._events: list[dict] = []  # without grow, or with retrieval: the session's events
