@@ -185,7 +185,10 @@ def run_retrieving_session(name, events, budget, split, path, corpus):
     return live, got
 
 
-@pytest.mark.parametrize("name", ["lru", "rule", "lfu"])
+# the retrieval driver is rebuilt per context call: a few seconds per policy, so the default run
+# keeps lru and the slow run adds the rule scorer and lfu
+@pytest.mark.parametrize("name", ["lru", pytest.param("rule", marks=pytest.mark.slow),
+                                  pytest.param("lfu", marks=pytest.mark.slow)])  # fmt: skip
 @settings(max_examples=6, deadline=None, suppress_health_check=FIXTURE)
 @given(events=traces(max_events=30), budget=st.sampled_from([20, 60]),
        split=st.integers(0, 40))  # fmt: skip
