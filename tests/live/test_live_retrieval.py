@@ -90,3 +90,43 @@ def test_settings_that_cannot_run_live_are_refused(tmp_path, blocks, field):
     with pytest.raises(ValueError, match=field):
         MemoryManager("lru", 30, tmp_path / "r.jsonl", **blocks)
     assert not (tmp_path / "r.jsonl").exists() or (tmp_path / "r.jsonl").stat().st_size == 0
+
+
+def test_a_policy_replayed_from_the_record_retrieves_as_its_replay(tmp_path, corpus):
+    # memorybank has no grow: its state is replayed from the session's events per call
+    path = tmp_path / "r.jsonl"
+    got = []
+    with MemoryManager("memorybank", 30, path, clock=Tick(), retrieval={"k": 4, "budget": 100},
+                       tiers={"short_term_tokens": 20},
+                       embeddings={"corpus": str(corpus), "cache": False}) as m:  # fmt: skip
+        for k, text in enumerate(TEXTS):
+            m.write("s", text, "tool_result", tokens=10)
+            if k >= 3:
+                query = ["paris weather", "rome flight", "tea"][k - 3]
+                got.append([i.id for i in m.context("s", query=query) if i.tier != "working"])
+                m.used("s", [f"m{k - 3}"], text=query)
+    _, record = replay_record_retrieval(path, engine="reference")
+    ptr, item = record.ret_ptr.tolist(), record.ret_item.tolist()
+    assert got == [[f"m{i}" for i in item[a:b]] for a, b in zip(ptr[:-1], ptr[1:])]
+    assert any(got)
+
+
+def test_from_config_reads_a_runs_retrieval_blocks(tmp_path, corpus):
+    config = tmp_path / "resolved_config.yaml"
+    config.write_text(f"""
+policy: {{_target_: memlens.policies.lru.LRU}}
+budget: 30
+retrieval: {{enabled: true, k: 3, budget: 50}}
+tiers: {{short_term_tokens: 20}}
+embeddings: {{corpus: {corpus}, cache: false}}
+compression: {{}}
+""")
+    with MemoryManager.from_config(config, clock=Tick()) as m:
+        assert m.config["retrieval"]["retrieval"]["k"] == 3
+        for text in TEXTS:
+            m.write("s", text, "tool_result", tokens=10)
+        retrieved = [i for i in m.context("s", query="paris weather") if i.tier != "working"]
+        assert [i.id for i in retrieved] == ["m0", "m2", "m1"]
+    config.write_text(config.read_text().replace("enabled: true", "enabled: false"))
+    with MemoryManager.from_config(config, clock=Tick()) as m:
+        assert "retrieval" not in m.config  # off: the header of a session without retrieval
