@@ -39,6 +39,7 @@ from .convert_longmemeval import convert_longmemeval
 from .convert_taubench import SOURCES, convert_taubench
 from .needs_derivation import NeedsSettings
 from .openai_import import Roles, import_openai, untraced_warning
+from .otel_import import import_otel
 
 SYNTHETIC_TOKENS = "none (synthetic token sizes)"
 OUT_HELP = "the trace file to write (.jsonl, or .jsonl.gz to compress)"
@@ -168,14 +169,18 @@ def convert(settings: ConvertSettings) -> str:
 
 
 # ---------------------------------------------------------------------------- import
-FORMATS = ("openai",)
+FORMATS = ("openai", "otel")
 
 
 @dataclass
 class ImportSettings:
     """Agent logs (OpenAI chat-completions messages) -> a trace with derived needs"""
 
-    format: str = knob("openai", "the log format: openai (chat-completions message lists)")
+    format: str = knob(
+        "openai",
+        "the log format: openai (chat-completions message lists) or "
+        "otel (OTLP JSON exports of GenAI spans)",
+    )
     src: str = knob(MISSING, "a .json/.jsonl(.gz) log file, or a directory of them")
     out: str = knob(MISSING, OUT_HELP)
     overwrite: bool = knob(False, OVERWRITE_HELP)
@@ -193,7 +198,8 @@ class ImportSettings:
 
 def import_logs(settings: ImportSettings) -> str:
     """Import, validate, then write (atomically); returns the summary to print."""
-    events, header = import_openai(
+    importer = import_otel if settings.format == "otel" else import_openai
+    events, header = importer(
         settings.src, settings.tokenizer, settings.needs, settings.roles, settings.keep_empty
     )
     validate(events, header, settings.out)

@@ -5,6 +5,7 @@
 ``memlens data stats trace=PATH [json=true]``   counts, tokens, evidence age
 ``memlens data stats --compare REAL GENERATED``   the two side by side, a distance per row
 ``memlens data import openai FILE|DIR out=PATH [needs.method=args ...]``  your agent's logs
+``memlens data import otel FILE|DIR out=PATH``  OTLP JSON exports of GenAI spans, the same way
 ``memlens data derive trace=IN out=OUT needs.method=M [needs.*=...]``  needs derived again
 ``memlens data score-needs derived=A reference=B [json=true]``  needs against needs: P/R/F1
 
@@ -59,7 +60,7 @@ commands:
   convert   convert a real dataset        dataset=locomo src=PATH out=PATH placement=end
   stats     counts, tokens, evidence age  trace=PATH json=true
             (or two traces side by side: stats --compare REAL GENERATED)
-  import    your agent's logs             openai FILE|DIR out=PATH needs.method=args
+  import    your agent's logs             openai|otel FILE|DIR out=PATH needs.method=args
   derive    derive a trace's needs again  trace=IN out=OUT needs.method=bm25
   score-needs  needs against needs: P/R/F1  derived=A reference=B json=true
 
@@ -164,14 +165,18 @@ def convert_help() -> str:
 
 
 IMPORT_HEAD = """\
-memlens data import: your agent's logs (OpenAI chat-completions messages) into a trace whose
-needs are derived by a named method (docs/how-to/own-logs.md, "Bring your own traces").
+memlens data import: your agent's logs (OpenAI chat-completions messages, or an OTLP JSON
+export of GenAI spans) into a trace whose needs are derived by a named method
+(docs/how-to/own-logs.md, "Bring your own traces").
 
 usage: memlens data import openai FILE|DIR out=PATH [setting=value ...]
-       (the same as format=openai src=FILE|DIR)
+       memlens data import otel FILE|DIR out=PATH [setting=value ...]
+       (the same as format=openai|otel src=FILE|DIR)
 
-One conversation per .json file or per .jsonl row ({"messages": [...]} or a bare list).  All
-or nothing: a malformed log exits 2 naming file, row and field, and writes nothing.
+openai: one conversation per .json file or per .jsonl row ({"messages": [...]} or a bare
+list).  otel: model-call and tool-execution spans, one conversation per
+gen_ai.conversation.id (else per trace id).  All or nothing: a malformed log exits 2 naming
+file, row (span) and field, and writes nothing.
 """
 
 

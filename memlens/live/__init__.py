@@ -7,6 +7,8 @@ trace its replay reproduces (issue 29).
 * the engine (``memlens.live.engine``): the reference replay's handlers, fed event by event;
 * :func:`format_context` / :func:`parse_citations` (``memlens.live.citations``): needs from the
   model's own citations;
+* retrieval from the lower tiers for ``context(stream, query)`` (``memlens.live.retrieval``) and
+  OpenTelemetry spans for the memory operations (``memlens.live.telemetry``);
 * adapters, optional extras: ``memlens.live.openai_agents`` (an OpenAI Agents SDK ``Session``)
   and ``memlens.live.langchain`` (a LangChain chat history, a LangGraph pre-model hook).
 

@@ -18,9 +18,38 @@ among the record's writes, an event's its position in the record), so a policy's
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from memlens.trace.model import Trace
+
+
+class GrowingStrings:
+    """A loaded trace's string column (packed, not a Python ``str`` per row) with the rows a
+    live session appends after it: a reopened record of a million items need not decode every
+    text and id up front, only the ones asked for."""
+
+    __slots__ = ("_base", "_n", "_tail")
+
+    def __init__(self, base: Sequence[str] = ()) -> None:
+        self._base, self._n, self._tail = base, len(base), []
+
+    def __len__(self) -> int:
+        return self._n + len(self._tail)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        return self._base[i] if i < self._n else self._tail[i - self._n]
+
+    def __iter__(self) -> Iterator[str]:
+        return itertools.chain(self._base, self._tail)
+
+    def append(self, value: str) -> None:
+        self._tail.append(value)
 
 
 @dataclass
@@ -33,8 +62,8 @@ class LiveColumns:
     item_type: list[int] = field(default_factory=list)
     item_stream: list[int] = field(default_factory=list)
     item_cost: list[float] = field(default_factory=list)
-    item_text: list[str] = field(default_factory=list)
-    item_id: list[str] = field(default_factory=list)
+    item_text: GrowingStrings = field(default_factory=GrowingStrings)
+    item_id: GrowingStrings = field(default_factory=GrowingStrings)
     needs_ptr: list[int] = field(default_factory=lambda: [0])
     needs: list[int] = field(default_factory=list)
     groups: dict[int, tuple[int, ...]] = field(default_factory=dict)
@@ -52,8 +81,8 @@ class LiveColumns:
             item_type=trace.item_type.tolist(),
             item_stream=trace.item_stream.tolist(),
             item_cost=trace.item_cost.tolist(),
-            item_text=list(trace.item_text),
-            item_id=list(trace.item_id),
+            item_text=GrowingStrings(trace.item_text),
+            item_id=GrowingStrings(trace.item_id),
             needs_ptr=trace.needs_ptr.tolist(),
             needs=trace.needs.tolist(),
             groups=dict(trace.alternative_groups),

@@ -21,6 +21,7 @@ from omegaconf.errors import OmegaConfBaseException
 from memlens.config.registry import check_policy_target
 from memlens.config.schema import policy_kwargs, policy_schema, resolve
 from memlens.config.store import CONF_DIR, SettingsError, policy_targets
+from memlens.live.retrieval import BLOCKS, settings_from
 from memlens.policy import Policy
 from memlens.simulator import _check_budget
 
@@ -37,10 +38,14 @@ class LiveConfig:
     demand_fetch: bool = False
     seed: int = 0
     tokenizer: str | None = None
+    retrieval: dict | None = None  # the retrieval, tiers, embeddings, compression blocks, or None
 
     def to_json(self) -> dict:
-        return {"policy": self.policy, "budget": self.budget, "demand_fetch": self.demand_fetch,
-                "seed": self.seed, "tokenizer": self.tokenizer}  # fmt: skip
+        out = {"policy": self.policy, "budget": self.budget, "demand_fetch": self.demand_fetch,
+               "seed": self.seed, "tokenizer": self.tokenizer}  # fmt: skip
+        if self.retrieval is not None:  # a session without retrieval keeps the older header
+            out["retrieval"] = self.retrieval
+        return out
 
     @classmethod
     def from_json(cls, data: dict, where: str) -> LiveConfig:
@@ -48,7 +53,7 @@ class LiveConfig:
         try:
             return make_config(policy_node(data["policy"], where), data["budget"],
                                data.get("demand_fetch", False), data.get("seed", 0),
-                               data.get("tokenizer"), where)  # fmt: skip
+                               data.get("tokenizer"), where, data.get("retrieval"))  # fmt: skip
         except (KeyError, TypeError) as exc:
             raise ValueError(f"{where}: header: live config lacks {exc}") from None
 
@@ -62,6 +67,10 @@ class LiveConfig:
 
         kwargs = {k: v for k, v in self.policy.items() if k != "_target_"}
         return get_class(self.policy["_target_"])(**kwargs)
+
+    def retrieval_settings(self):
+        """The typed retrieval blocks (``memlens.live.retrieval``), or None when it is off."""
+        return settings_from(self.retrieval, "retrieval")
 
 
 def registered_node(name, params: dict) -> dict:
@@ -88,7 +97,7 @@ def policy_node(node, where: str) -> dict:
 
 
 def make_config(node: dict, budget, demand_fetch=False, seed=0, tokenizer=None,
-                where: str = "MemoryManager") -> LiveConfig:  # fmt: skip
+                where: str = "MemoryManager", retrieval: dict | None = None) -> LiveConfig:  # fmt: skip
     """Type the policy's parameters by its schema and check the rest; ``ValueError`` naming
     the field otherwise."""
     from hydra.utils import get_class
@@ -119,7 +128,24 @@ def make_config(node: dict, budget, demand_fetch=False, seed=0, tokenizer=None,
         raise ValueError(
             f"{where}: tokenizer: must be a string such as 'approx', got {tokenizer!r}"
         )
-    return LiveConfig(policy, budget, demand_fetch, seed, tokenizer)
+    typed = settings_from(retrieval, where)
+    return LiveConfig(policy, budget, demand_fetch, seed, tokenizer,
+                      None if typed is None else typed.to_json())  # fmt: skip
+
+
+def retrieval_blocks(retrieval: dict | None, tiers: dict | None, embeddings: dict | None,
+                     compression: dict | None) -> dict | None:  # fmt: skip
+    """The manager's keyword arguments as settings blocks: ``retrieval`` given (even ``{}``)
+    turns retrieval on unless it says ``enabled: false``."""
+    if retrieval is None:
+        if tiers or embeddings or compression:
+            raise ValueError("tiers/embeddings/compression: only with retrieval= (the lower "
+                             "tiers are read through retrieval)")  # fmt: skip
+        return None
+    if not isinstance(retrieval, dict):
+        raise ValueError(f"retrieval: expected a mapping of settings, got {retrieval!r}")
+    return {"retrieval": {"enabled": True, **retrieval}, "tiers": tiers or {},
+            "embeddings": embeddings or {}, "compression": compression or {}}  # fmt: skip
 
 
 def config_file(path: str | os.PathLike, budget=None, demand_fetch=None, seed=None,
@@ -142,6 +168,7 @@ def config_file(path: str | os.PathLike, budget=None, demand_fetch=None, seed=No
         raise ValueError(f"{where}: budget: the file has none; pass budget=")
     if isinstance(budget, list):  # a compare config: budgets
         raise ValueError(f"{where}: budget: one budget is needed, got {budget}; pass budget=")
+    blocks = {name: run[name] for name in BLOCKS if isinstance(run.get(name), dict)}
     return make_config(
         node,
         budget,
@@ -149,4 +176,5 @@ def config_file(path: str | os.PathLike, budget=None, demand_fetch=None, seed=No
         run.get("seed", 0) if seed is None else seed,
         run.get("tokenizer") if tokenizer is None else tokenizer,
         where,
+        blocks if blocks.get("retrieval", {}).get("enabled") else None,
     )

@@ -21,7 +21,7 @@ import numpy as np
 from memlens.live.columns import LiveColumns
 from memlens.policy import Policy, WorkingMemory
 from memlens.simulator import MOVE_EVICT, MoveKind, SimResult, _Replay
-from memlens.trace.model import Trace
+from memlens.trace.model import EventKind, Trace
 
 ENTERS = frozenset({int(MoveKind.ADMIT), int(MoveKind.FETCH), int(MoveKind.PIN),
                     int(MoveKind.PROMOTE)})  # fmt: skip
@@ -42,8 +42,11 @@ class LiveState:
         self.pinned_tokens_at = [0] * requests
         self.annotations: dict[int, tuple[float | None, str | None]] = dict(annotations or {})
         self.stream_items: list[list[int]] = []
-        for i, s in enumerate(columns.item_stream):
-            self.items_of(s).append(i)
+        if n:  # every stream's items in write order: one stable sort, not a loop per item
+            streams = np.asarray(columns.item_stream, np.int64)
+            order = np.argsort(streams, kind="stable")
+            ends = np.cumsum(np.bincount(streams)).tolist()
+            self.stream_items = [order[a:b].tolist() for a, b in zip([0, *ends[:-1]], ends)]
 
     def items_of(self, s: int) -> list[int]:
         """Stream ``s``'s items in write order (the list grows with the stream)."""
@@ -84,7 +87,7 @@ class StreamEngine(_Replay):
     """The reference engine of one stream, fed event by event (module docstring)."""
 
     def __init__(self, state: LiveState, trace: Trace, policy: Policy, budget: int,
-                 demand_fetch: bool, stream: int, seed: int) -> None:  # fmt: skip
+                 demand_fetch: bool, stream: int, seed: int, replaying: bool = False) -> None:  # fmt: skip
         # _Replay.__init__ copies a fixed trace's columns; these are the growing ones instead
         cols = self.columns = state.columns
         self.state, self.trace, self.policy, self.budget = state, trace, policy, budget
@@ -101,6 +104,9 @@ class StreamEngine(_Replay):
         self.stream_items = state.items_of(stream)
         self.resident: dict[int, None] = {}  # resident items, kept from the move log
         self._moves_seen = 0
+        # replaying a record without alternatives: the plain request path (the same decisions,
+        # fewer steps per need) until ``go_live`` switches to the one that takes any need
+        self._plain = replaying and not trace.has_alternatives
         self.start(stream, seed)
         self._grow: Callable | None = policy.grow if _grows(policy) else None
 
@@ -111,7 +117,16 @@ class StreamEngine(_Replay):
     def _request_fn(self, bring_back):
         # needs with alternatives may come at any time: the group path, which on plain needs
         # does exactly what the plain path does (simulator docstring)
+        if self._plain:
+            return super()._request_fn(bring_back)
         return self._group_request_fn(bring_back)
+
+    def go_live(self) -> None:
+        """After a replay on the plain request path: requests from now on may have groups."""
+        if self._plain:
+            self._plain = False
+            bring_back = self._bring_back_fn(self._enter_fn())
+            self.handlers[int(EventKind.REQUEST)] = self._group_request_fn(bring_back)
 
     def _annotate_fn(self):
         annotations, policy = self.state.annotations, self.policy
@@ -154,10 +169,12 @@ def replay_into(state: LiveState, trace: Trace, make_policy: Callable[[], Policy
     kinds, refs = trace.ev_kind.tolist(), trace.ev_ref.tolist()
     engines = []
     for s in range(trace.n_streams):
-        engine = StreamEngine(state, trace, make_policy(), budget, demand_fetch, s, seed)
+        engine = StreamEngine(state, trace, make_policy(), budget, demand_fetch, s, seed,
+                              replaying=True)  # fmt: skip
         handlers = engine.handlers
         for e in trace.stream_events[s].tolist():
             handlers[kinds[e]](refs[e], e)
+        engine.go_live()
         engine.sync_resident()
         engines.append(engine)
     return engines

@@ -16,8 +16,10 @@ README says which).  The oracle reads the future and is refused.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -26,11 +28,18 @@ import orjson
 
 from memlens.live import checks
 from memlens.live.columns import LiveColumns
-from memlens.live.config import LiveConfig, config_file, make_config, registered_node
+from memlens.live.config import (
+    LiveConfig,
+    config_file,
+    make_config,
+    registered_node,
+    retrieval_blocks,
+)
 from memlens.live.engine import LiveState, StreamEngine, replay_into, session_result
 from memlens.live.record import RecordLog, read_header
-from memlens.retrieval.storage import DocumentStore
-from memlens.simulator import SimResult
+from memlens.live.telemetry import MEMORY_ID, QUERY_TEXT, emit, make_tracer
+from memlens.retrieval.storage import DocumentStore, ShortTermCache
+from memlens.simulator import MOVE_EVICT, SimResult
 from memlens.trace.model import ANNOTATE, ITEM_TYPES, PIN, REQUEST, UNPIN, WRITE, Trace
 
 
@@ -42,7 +51,7 @@ class Item(NamedTuple):
     text: str
     type: str
     tokens: int
-    tier: str  # "working": in working memory (retrieval from the lower tiers: not yet live)
+    tier: str  # "working" (working memory), "short_term" or "long_term" (retrieved from there)
     value: float | None  # the policy's value of the item now, if the policy has one
 
 
@@ -53,16 +62,22 @@ class MemoryManager:
                  record: str | os.PathLike | None = None, *, demand_fetch: bool = False,
                  seed: int = 0, tokenizer: str | None = None, fsync: str = "close",
                  clock: Callable[[], float] = time.time, documents: DocumentStore | None = None,
+                 retrieval: dict | None = None, tiers: dict | None = None,
+                 embeddings: dict | None = None, compression: dict | None = None,
+                 short_term: ShortTermCache | None = None, tracer=None, otel: bool = False,
                  **policy_params) -> None:  # fmt: skip
+        blocks = retrieval_blocks(retrieval, tiers, embeddings, compression)
         config = make_config(registered_node(policy, policy_params), budget, demand_fetch,
-                             seed, tokenizer)  # fmt: skip
-        self._open(config, record, fsync, clock, explicit=True, documents=documents)
+                             seed, tokenizer, retrieval=blocks)  # fmt: skip
+        self._open(config, record, fsync, clock, explicit=True, documents=documents,
+                   short_term=short_term, tracer=make_tracer(tracer, otel))  # fmt: skip
 
     # ------------------------------------------------------------ opening
     @classmethod
     def from_config(cls, path: str | os.PathLike, record: str | os.PathLike | None = None, *,
                     budget: int | None = None, fsync: str = "close",
                     clock: Callable[[], float] = time.time, documents: DocumentStore | None = None,
+                    short_term: ShortTermCache | None = None, tracer=None, otel: bool = False,
                     **settings) -> MemoryManager:  # fmt: skip
         """A manager running the policy of a tuned policy file (``memlens tune``) or a run's
         ``resolved_config.yaml``; ``budget`` (and ``demand_fetch``, ``seed``, ``tokenizer``)
@@ -72,32 +87,42 @@ class MemoryManager:
         if settings:
             raise TypeError(f"from_config: unknown argument {sorted(settings)[0]!r}")
         self = cls.__new__(cls)
-        self._open(config, record, fsync, clock, explicit=True, documents=documents)
+        self._open(config, record, fsync, clock, explicit=True, documents=documents,
+                   short_term=short_term, tracer=make_tracer(tracer, otel))  # fmt: skip
         return self
 
     @classmethod
     def reopen(cls, record: str | os.PathLike, *, fsync: str = "close",
-               clock: Callable[[], float] = time.time,
-               documents: DocumentStore | None = None) -> MemoryManager:  # fmt: skip
+               clock: Callable[[], float] = time.time, documents: DocumentStore | None = None,
+               short_term: ShortTermCache | None = None, tracer=None,
+               otel: bool = False) -> MemoryManager:  # fmt: skip
         """A manager on an existing record, configured by its header."""
         if not Path(record).is_file():
             raise ValueError(f"record: {record}: no such record")
         self = cls.__new__(cls)
         self._open(LiveConfig.from_json(read_header(record), str(record)), record, fsync, clock,
-                   explicit=False, documents=documents)  # fmt: skip
+                   explicit=False, documents=documents, short_term=short_term,
+                   tracer=make_tracer(tracer, otel))  # fmt: skip
         return self
 
     def _open(self, config: LiveConfig, record, fsync: str, clock, explicit: bool,
-              documents: DocumentStore | None) -> None:  # fmt: skip
+              documents: DocumentStore | None, short_term: ShortTermCache | None = None,
+              tracer=None) -> None:  # fmt: skip
         from memlens.trace.tokenizer import get_tokenizer
 
         if documents is not None and not isinstance(documents, DocumentStore):
             raise ValueError("documents: must implement put, get and delete "
                              "(memlens.retrieval.storage.DocumentStore)")  # fmt: skip
         self._config, self._clock, self._closed = config, clock, False
-        self._documents = documents
+        if short_term is not None and not isinstance(short_term, ShortTermCache):
+            raise ValueError("short_term: must implement get and set "
+                             "(memlens.retrieval.storage.ShortTermCache)")  # fmt: skip
+        self._documents, self._tracer, self._short_term = documents, tracer, short_term
+        self._session = uuid.uuid4().hex
         self._tokenizer = get_tokenizer(config.tokenizer)
         self._grows = bool(config.build().grows)
+        self._retrieval = config.retrieval_settings()
+        self._keeps_events = self._retrieval is not None or not self._grows
         self._log = RecordLog(record, fsync) if record is not None else None
         try:
             if self._log is not None and self._log.existed:
@@ -105,7 +130,7 @@ class MemoryManager:
             else:
                 self._start(_empty_trace())
                 if self._log is not None:
-                    self._log.write_header(config.to_json())
+                    self._log.write_header(config.to_json(), self._session)
         except BaseException:
             if self._log is not None:
                 self._log.close()
@@ -126,12 +151,13 @@ class MemoryManager:
                              f"{self._config.to_json()}; reopen it with "
                              "MemoryManager.reopen(record)")  # fmt: skip
         trace = load_trace(path)
+        self._session = read_header(path, "session") or trace.sha256  # older records: content
         self._start(trace)
         if self._grows:
             self._engines = replay_into(self._state, trace, self._config.build,
                                         self._config.budget, self._config.demand_fetch,
                                         self._config.seed)  # fmt: skip
-        else:
+        if self._keeps_events:
             self._events = _record_events(path)
 
     def _start(self, trace: Trace) -> None:
@@ -142,10 +168,10 @@ class MemoryManager:
         self._stream_names = list(trace.stream_names)
         self._last_t = [float(trace.ev_t[ev[-1]]) if len(ev) else 0.0
                         for ev in trace.stream_events]  # fmt: skip
-        self._item_index = {ident: i for i, ident in enumerate(self._cols.item_id)}
+        self._item_index = dict(zip(trace.item_id, range(trace.n_items)))
         self._req_ids = set(self._cols.req_id)
         self._engines: list[StreamEngine] = []
-        self._events: list[dict] = []  # policies without grow: the session's events
+        self._events: list[dict] = []  # without grow, or with retrieval: the session's events
         self._replayed: dict[int, tuple[int, object]] = {}
         self._fallback = None  # the policy instance those replays reuse
 
@@ -162,11 +188,13 @@ class MemoryManager:
         """Record an item the agent wrote; returns its id.  ``tokens``: counted with the
         session's tokenizer when None."""
         self._check_open("write")
+        t0 = time.time_ns() if self._tracer is not None else 0
         name, text = checks.stream(stream), checks.text(text, "text")
         code = checks.item_type(type)
         tokens = max(1, self._tokenizer.count(text)) if tokens is None else checks.tokens(tokens)
         cost, meta = checks.cost(cost), checks.meta(meta)
         s = self._stream(name)
+        mark = self._moves_mark(s)
         ident = self._new_id("m", len(self._cols.item_id))
         t = self._now(s)
         event = {"event": "write", "id": ident, "stream": name, "t": t, "type": type,
@@ -183,6 +211,9 @@ class MemoryManager:
         if self._documents is not None:
             self._documents.put(ident, {**self._document(i), "meta": meta})
         self._apply(s, WRITE, i, e)
+        if self._tracer is not None:
+            self._span("write", name, t0, s, mark, {MEMORY_ID: ident, "memlens.item.type": type,
+                                                    "memlens.item.tokens": tokens})  # fmt: skip
         return ident
 
     def count_tokens(self, text: str) -> int:
@@ -206,20 +237,36 @@ class MemoryManager:
 
     def context(self, stream: str, query: str | None = None) -> list[Item]:
         """What to send to the model now: stream's working memory under the budget, in write
-        order.  (``query`` is for retrieval from the lower tiers, which the live manager does
-        not do yet; it is accepted and ignored.)"""
+        order, then (with retrieval on and a ``query``) what the lower tiers bring back for
+        it, best first: what a request with text ``query`` made now gets in the replay
+        (``memlens.live.retrieval``).  A retrieved item's ``tokens`` is what it costs in the
+        context (its stored size, with compression)."""
         self._check_open("context")
-        s = self._streams.get(checks.stream(stream))
+        t0 = time.time_ns() if self._tracer is not None else 0
+        name = checks.stream(stream)
+        if query is not None:
+            query = checks.text(query, "query")
+        s = self._streams.get(name)
         if s is None:
             return []
         resident, policy = self._resident(s)
         value = getattr(policy, "value", None)
         t = max(self._clock(), self._last_t[s])
         cols = self._cols
-        return [Item(cols.item_id[i], cols.item_text[i], ITEM_TYPES[cols.item_type[i]],
-                     cols.item_tokens[i], "working",
-                     float(value(i, t)) if value is not None else None)
-                for i in resident]  # fmt: skip
+        rows = [(i, "working", cols.item_tokens[i]) for i in resident]
+        if self._retrieval is not None and query is not None:
+            from memlens.live.retrieval import TIER_NAMES
+
+            rows += [
+                (i, TIER_NAMES[tier], tokens) for i, tier, tokens in self._retrieved(name, query, t)
+            ]
+        items = [Item(cols.item_id[i], cols.item_text[i], ITEM_TYPES[cols.item_type[i]],
+                      tokens, tier, float(value(i, t)) if value is not None else None)
+                 for i, tier, tokens in rows]  # fmt: skip
+        if self._tracer is not None:
+            self._span("context", name, t0, s, None, {**_context_attributes(items),
+                                                      QUERY_TEXT: query})  # fmt: skip
+        return items
 
     def used(
         self, stream: str, item_ids: Sequence, request_id: str | None = None, text: str = ""
@@ -228,6 +275,7 @@ class MemoryManager:
         it).  Records the request (hits are touched, misses counted, fetched back with
         ``demand_fetch``); returns its id."""
         self._check_open("used")
+        t0 = time.time_ns() if self._tracer is not None else 0
         name, text = checks.stream(stream), checks.text(text, "text")
         s = self._streams.get(name)
         groups, needs = self._needs(name, s, item_ids)
@@ -239,6 +287,7 @@ class MemoryManager:
             raise ValueError(f"request_id: {request_id!r} is already an id in this session")
         if s is None:  # no needs, in a stream that has written nothing yet
             s = self._stream(name)
+        mark = self._moves_mark(s)
         t = self._now(s)
         self._record({"event": "request", "id": request_id, "stream": name, "t": t,
                       "needs": needs, "text": text})  # fmt: skip
@@ -247,6 +296,12 @@ class MemoryManager:
         self._state.grow_request()
         self._req_ids.add(request_id)
         self._apply(s, REQUEST, r, e)
+        if self._tracer is not None:
+            attrs = {"memlens.request.id": request_id, "memlens.request.needs": len(groups)}
+            if self._grows:  # the replayed policies decide hits when their state is asked for
+                lo, hi = self._cols.needs_ptr[r], self._cols.needs_ptr[r + 1]
+                attrs["memlens.request.hits"] = sum(self._state.need_hit[lo:hi])
+            self._span("used", name, t0, s, mark, attrs)
         return request_id
 
     def pin(self, item_id: str) -> None:
@@ -333,8 +388,41 @@ class MemoryManager:
     def _record(self, event: dict) -> None:
         if self._log is not None:
             self._log.append(event)
-        if not self._grows:
+        if self._keeps_events:
             self._events.append(event)
+
+    def _retrieved(self, name: str, query: str, t: float) -> list:
+        """What retrieval brings back (``memlens.live.retrieval``), from the ``short_term``
+        cache when this session asked the same at the same point before (a restart too)."""
+        from memlens.live.retrieval import retrieve
+
+        key = None
+        if self._short_term is not None:
+            digest = hashlib.sha256(query.encode()).hexdigest()[:32]
+            key = f"context:{self._session}:{len(self._events)}:{name}:{t!r}:{digest}"
+            cached = self._short_term.get(key)
+            if cached is not None:
+                return cached
+        got = retrieve(self._retrieval, self._events, self.result(), name, query, t,
+                       self._config.seed)  # fmt: skip
+        if key is not None:
+            self._short_term.set(key, [list(g) for g in got], self._retrieval.tiers.ttl_s)
+        return got
+
+    def _moves_mark(self, s: int) -> int:
+        """Where stream ``s``'s move log is now (policies that grow: the live engine's)."""
+        return len(self._engines[s].mv_kind) if self._grows else 0
+
+    def _span(self, call: str, stream: str, t0: int, s: int, mark: int | None,
+              attributes: dict) -> None:  # fmt: skip
+        """The call's span, with the items it evicted (policies that grow) as events."""
+        evicted = []
+        if mark is not None and self._grows:
+            engine, cols = self._engines[s], self._cols
+            evicted = [cols.item_id[engine.mv_item[k]] for k in range(mark, len(engine.mv_kind))
+                       if engine.mv_kind[k] == MOVE_EVICT]  # fmt: skip
+        source = None if self._log is None else str(self._log.path)
+        emit(self._tracer, call, stream, source, t0, time.time_ns(), attributes, evicted)
 
     def _apply(self, s: int, kind: int, ref: int, e: int) -> None:
         if self._grows:
@@ -375,8 +463,10 @@ class MemoryManager:
 
     def _target(self, what: str, kind: int, item_id, annotation=None) -> None:
         self._check_open(what)
+        t0 = time.time_ns() if self._tracer is not None else 0
         i = self._item(item_id)
         s = self._cols.item_stream[i]
+        mark = self._moves_mark(s)
         t = self._now(s)
         event = {"event": what, "target": item_id, "stream": self._stream_names[s], "t": t}
         if annotation is not None:
@@ -390,6 +480,8 @@ class MemoryManager:
         if annotation is not None:
             self._state.annotations[e] = annotation
         self._apply(s, kind, i, e)
+        if self._tracer is not None:
+            self._span(what, self._stream_names[s], t0, s, mark, {MEMORY_ID: item_id})
 
     def _trace(self) -> Trace:
         """The session's events as a trace (policies without ``grow``)."""
@@ -416,6 +508,15 @@ class MemoryManager:
         replay = cached[1]
         in_wm = replay.in_wm
         return [i for i in self._state.items_of(s) if in_wm[i]], replay.policy
+
+
+def _context_attributes(items: list[Item]) -> dict:
+    """What a context span says: how many items and tokens, from which tier."""
+    out = {"memlens.context.items": len(items),
+           "memlens.context.tokens": sum(i.tokens for i in items)}  # fmt: skip
+    for tier in ("working", "short_term", "long_term"):
+        out[f"memlens.context.{tier}"] = sum(1 for i in items if i.tier == tier)
+    return out
 
 
 def _empty_trace() -> Trace:

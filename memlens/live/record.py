@@ -61,8 +61,10 @@ class RecordLog:
         self._out = (gzip.GzipFile(filename="", fileobj=self._raw, mode="ab", mtime=0)
                      if self.gz else self._raw)  # fmt: skip
 
-    def write_header(self, config: dict) -> None:
-        self.append({"event": "header", "version": ALTERNATIVES_VERSION, HEADER_KEY: config})
+    def write_header(self, config: dict, session: str) -> None:
+        """The first line: the config, and the session's id (what keys its cached contexts)."""
+        self.append({"event": "header", "version": ALTERNATIVES_VERSION, HEADER_KEY: config,
+                     "session": session})  # fmt: skip
 
     def append(self, event: dict) -> None:
         """One event, flushed (and synced with ``fsync="always"``) before returning."""
@@ -105,8 +107,9 @@ def _cut_torn_tail(fh) -> None:
     fh.seek(pos)
 
 
-def read_header(path: str | os.PathLike) -> dict:
-    """The ``live`` config in a record's header; ``ValueError`` naming the file if absent."""
+def read_header(path: str | os.PathLike, key: str = HEADER_KEY):
+    """The ``live`` config in a record's header; ``ValueError`` naming the file if absent.
+    (``key="session"``: the session's id, None in a record made before it was written.)"""
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rb") as fh:
         first = fh.readline()
@@ -117,4 +120,4 @@ def read_header(path: str | os.PathLike) -> dict:
     if not isinstance(header, dict) or not isinstance(header.get(HEADER_KEY), dict):
         raise ValueError(f"{path}:1: header: not a live session's record (its header has no "
                          f'"{HEADER_KEY}" config)')  # fmt: skip
-    return header[HEADER_KEY]
+    return header[HEADER_KEY] if key == HEADER_KEY else header.get(key)

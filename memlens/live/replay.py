@@ -19,6 +19,23 @@ def replay_record(path: str | os.PathLike, engine: str = "auto") -> SimResult:
                     config.seed, engine=engine)  # fmt: skip
 
 
+def replay_record_retrieval(path: str | os.PathLike, engine: str = "auto"):
+    """The record replayed with its retrieval settings, through the run pipeline's own
+    builders: ``(SimResult, RetrievalRecord)`` (the record None when retrieval is off)."""
+    from memlens.retrieval.setup import build_retriever, live_hook, retrieval_record
+    from memlens.trace.io import load_trace
+
+    config = LiveConfig.from_json(read_header(path), str(path))
+    trace = load_trace(path)
+    typed = config.retrieval_settings()
+    retriever = None if typed is None else build_retriever(
+        trace, typed.retrieval, typed.tiers, typed.embeddings, typed.compression, config.seed)  # fmt: skip
+    hook = live_hook(retriever, engine)
+    result = simulate(trace, config.build(), config.budget, config.demand_fetch, config.seed,
+                      engine=engine, hook=hook)  # fmt: skip
+    return result, retrieval_record(trace, result, retriever, hook)
+
+
 def simulate_overrides(path: str | os.PathLike) -> list[str]:
     """The ``memlens simulate`` overrides that replay the record as its session ran."""
     config = LiveConfig.from_json(read_header(path), str(path))
@@ -28,4 +45,26 @@ def simulate_overrides(path: str | os.PathLike) -> list[str]:
     for key, value in config.policy.items():
         if key != "_target_" and not isinstance(value, (dict, list)) and value is not None:
             out.append(f"policy.{key}={value}")
+    for block, node in (config.retrieval or {}).items():
+        out += [f"{key}={_override_value(value)}" for key, value in _leaves(block, node)]
     return out
+
+
+def _leaves(prefix: str, node: dict):
+    """(dotted key, value) of every leaf of a settings block (a null dict value left out: a
+    typed mapping's null is its default)."""
+    for key, value in node.items():
+        if isinstance(value, dict):
+            yield from ((k, v) for k, v in _leaves(f"{prefix}.{key}", value) if v is not None)
+        else:
+            yield f"{prefix}.{key}", value
+
+
+def _override_value(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list):
+        return "[" + ",".join(_override_value(v) for v in value) + "]"
+    return str(value)

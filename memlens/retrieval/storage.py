@@ -11,8 +11,9 @@ items sit where; a store only holds them.  Three protocols cover what the tiers 
 Defaults, all in process or in a file: :class:`InProcessDocuments`, :class:`SQLiteDocuments`
 (one file, survives a restart), :class:`InProcessCache`, :class:`ExactVectorIndex` (numpy, exact,
 ties to the smaller key) and :class:`HnswVectorIndex` (hnswlib, seeded: the same adds in the same
-order give the same graph).  Server backends (Redis, a vector database) would implement the
-same protocols as optional extras; none ships yet.
+order give the same graph).  Server backends implement the same protocols as optional extras:
+``memlens.retrieval.redis_store`` (Redis: cache and documents) and
+``memlens.retrieval.qdrant_store`` (Qdrant, local mode or a server: vectors and documents).
 """
 
 from __future__ import annotations

@@ -152,3 +152,65 @@ def test_live_equals_replay_for_policies_replayed_from_the_record(tmp_path_facto
 @given(**SESSIONS)
 def test_live_equals_replay_many_sessions(tmp_path_factory, name, **session):
     check_session(tmp_path_factory, name, **session)
+
+
+# ------------------------------------------------------------ with the lower tiers on
+def retrieval_blocks(corpus) -> dict:
+    """Small tiers so that items reach the short-term cache and the long-term store."""
+    return dict(retrieval={"k": 3, "budget": 60}, tiers={"short_term_tokens": 40},
+                embeddings={"corpus": str(corpus), "cache": False})  # fmt: skip
+
+
+def run_retrieving_session(name, events, budget, split, path, corpus):
+    """Like ``run_session``, each request preceded by ``context(stream, query=its text)``;
+    returns per request (in record order) the retrieved (id, tier) pairs."""
+    clock, ids, got = Clock(), {}, []
+    manager = MemoryManager(name, budget, path, clock=clock, **retrieval_blocks(corpus))
+    for k, ev in enumerate(e for e in events if e["event"] != "header"):
+        if k == split:
+            manager.close()
+            manager = MemoryManager.reopen(path, clock=clock)
+        clock.t = ev.get("t", clock.t)
+        if ev["event"] == "request":
+            ctx = manager.context(ev["stream"], query=ev.get("text", ""))
+            working = [i.id for i in ctx if i.tier == "working"]
+            assert working == [i.id for i in manager.context(ev["stream"])]
+            got.append([(i.id, i.tier) for i in ctx if i.tier != "working"])
+            needs = [ids[n] if isinstance(n, str) else [ids[a] for a in n] for n in ev["needs"]]
+            manager.used(ev["stream"], needs, text=ev.get("text", ""))
+        else:
+            play(manager, clock, ev, ids)
+    live = manager.result()
+    manager.close()
+    return live, got
+
+
+# the retrieval driver is rebuilt per context call: a few seconds per policy, so the default run
+# keeps lru and the slow run adds the rule scorer and lfu
+@pytest.mark.parametrize("name", ["lru", pytest.param("rule", marks=pytest.mark.slow),
+                                  pytest.param("lfu", marks=pytest.mark.slow)])  # fmt: skip
+@settings(max_examples=6, deadline=None, suppress_health_check=FIXTURE)
+@given(events=traces(max_events=30), budget=st.sampled_from([20, 60]),
+       split=st.integers(0, 40))  # fmt: skip
+def test_live_retrieval_equals_the_replays_retrieval(tmp_path_factory, name, events, budget,
+                                                     split):  # fmt: skip
+    from memlens.live.replay import replay_record_retrieval
+    from memlens.retrieval.tiers import LTS, STC
+    from memlens.testing import WORDS
+
+    folder = tmp_path_factory.mktemp("rec")
+    corpus = folder / "corpus.txt"
+    corpus.write_text("\n".join(" ".join(WORDS[k : k + 3]) for k in range(len(WORDS))))
+    path = folder / "session.jsonl"
+    live, got = run_retrieving_session(name, events, budget, split, path, corpus)
+    result, record = replay_record_retrieval(path, engine="reference")
+    for field in FIELDS:
+        assert np.array_equal(getattr(live, field), getattr(result, field)), field
+    from memlens.trace.io import load_trace
+
+    trace = load_trace(path)
+    tier = {STC: "short_term", LTS: "long_term"}
+    expected = [[(trace.item_id[i], tier[t]) for i, t in
+                 zip(record.ret_item[a:b].tolist(), record.ret_tier[a:b].tolist())]
+                for a, b in zip(record.ret_ptr[:-1].tolist(), record.ret_ptr[1:].tolist())]  # fmt: skip
+    assert got == expected
