@@ -396,7 +396,9 @@ def kernel_valued(policy) -> bool:
     from memlens.policies.memorybank import MemoryBank
     from memlens.policies.rule import RuleScorer
 
-    return type(policy) in (RuleScorer, MemoryBank)
+    if type(policy) is MemoryBank:  # the kernel's values are the paper's continuous retention
+        return not policy.whole_days
+    return type(policy) is RuleScorer
 
 
 def attach_probe(policy, cfg: EventLogConfig | None) -> ValueProbe | KernelValues | None:
