@@ -57,7 +57,6 @@ from collections import OrderedDict
 
 from memlens.policy import Policy, PolicyContext, compiled_kernel
 
-
 #: Per variant: (pressure_fraction, evict_fraction, keep_last, summary_tokens; 0 = by ratio).
 VARIANT_DEFAULTS = {"paper": (0.7, 0.5, 0, 0), "code": (0.75, 0.75, 3, 130)}
 

@@ -66,7 +66,7 @@ def _enter(x, s, e, m, kind, tokens, budget, params, st, q, mv):
 @numba.njit(cache=True, nogil=True, inline="always")
 def _evict_oldest(s, e, m, tokens, n_uses, st, q, evictions, false_ev, mv):
     """The queue's oldest message leaves working memory: (next move slot, its tokens)."""
-    in_wm, pinned, uses_seen = st[0], st[1], st[2]
+    in_wm, uses_seen = st[0], st[2]
     i = q[2][s]
     unlink(i, s, q[0], q[1], q[2], q[3])
     in_wm[i] = 0

@@ -54,7 +54,12 @@ def test_the_codes_rank_recency_is_inverted():
     assert run.result.engine == "reference"
     # a use makes a the most recently accessed of the plain pages, so under the code it goes
     # first (c, important, is kept by its importance); the paper evicts b, the least recent
-    events = [W("a", 0), W("b", 1), R("r", 2, ["a"]), W("c", 3, "tool_result", text="error: failed")]
+    events = [
+        W("a", 0),
+        W("b", 1),
+        R("r", 2, ["a"]),
+        W("c", 3, "tool_result", text="error: failed"),
+    ]
     assert Run(events, GenerativeAgents(variant="code"), budget=250).evicted == ["a"]
     assert Run(events, GenerativeAgents(), budget=250).evicted == ["b"]
 
