@@ -44,6 +44,11 @@ Two variants (``variant``; constants overridable one by one):
   (``memgpt/prompts/gpt_summarize.py:1`` ``WORD_LIMIT = 100``): ``summary_tokens`` = 130 stands
   in for it (about 1.3 tokens per English word).
 
+Recall storage (MemGPT's searchable store of every evicted message) is MemLens's retrieval tier:
+with ``retrieval.enabled=true`` every victim, a summarised message included, goes to the
+short-term cache and then the long-term store, where request-time retrieval finds it (tested;
+agent-small at 1024: hit rate 0.385, context recall 0.632).
+
 MemLens's budget is a hard limit, which MemGPT's context window is only through the API's
 error: when the rule above leaves the context over budget (or frees nothing: the released
 code then raises, ``agent.py:684-687``, or finds an empty prefix), the oldest messages go on

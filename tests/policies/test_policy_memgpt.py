@@ -143,3 +143,31 @@ def test_context_never_exceeds_budget_unless_pins_do(events, budget, demand_fetc
     # whatever the pins do, the unpinned items and the summary fit in the budget
     assert ((r.context_tokens - r.pinned_tokens) <= budget).all()
     assert (r.context_tokens[r.pinned_tokens == 0] <= budget).all()
+
+
+@pytest.mark.slow  # builds an embedding index and a retriever: about 5 s on 2 cores
+def test_recall_storage_is_the_retrieval_tier():
+    """MemGPT's recall storage: a summarised message is a working-memory miss but, with the
+    tiers on, it is in the long-term store and the retrieval tier brings it back (every
+    policy's victims go there; nothing MemGPT-specific is needed)."""
+    from memlens.analyze.metrics import compute_metrics
+    from memlens.retrieval.config import HnswConfig, RerankConfig, RetrievalConfig
+    from memlens.retrieval.embeddings import EmbeddingsConfig, embed_trace
+    from memlens.retrieval.setup import make_retriever, replay_with_retrieval
+    from memlens.retrieval.tiers import TiersConfig
+    from memlens.testing import rq, trace, w
+
+    def vec(k):
+        return {"embedding": [1.0 if j == k else 0.0 for j in range(4)]}
+
+    events = [w(f"m{k}", 100, "user_input", meta=vec(k)) for k in range(4)]
+    events += [w("m4", 1, "user_input", meta=vec(3)), rq("q", "m0", meta=vec(0))]
+    tr = trace(*events)
+    cfg = RetrievalConfig(enabled=True, budget=200, k=1, hnsw=HnswConfig(exact_below=0),
+                          rerank=RerankConfig(value=0.0, freshness=0.0))  # fmt: skip
+    emb = embed_trace(tr, EmbeddingsConfig(kind="trace", cache=False))
+    ret = make_retriever(tr, cfg, emb, tiers=TiersConfig(short_term_tokens=0))
+    res, rec = replay_with_retrieval(tr, MemGPT(), 400, ret)
+    m = compute_metrics(tr, res, retrieval=rec)["overall"]
+    assert m["hit_rate"] == 0.0  # m0 went into the summary at m4's write (401 > 400)
+    assert m["context_recall"] == 1.0  # and the retrieval tier found it
