@@ -12,7 +12,9 @@ evicted (ties: least recently used):
 * ``recency``     ``decay ** hours`` since the item was last written or needed (decay 0.995);
 * ``importance``  stands in for the LLM's 1-10 poignancy rating: the rule scorer's static value
                   (type, content features, cost; ``memlens.trace.features.static_value``) divided by
-                  its largest possible value under the configured boosts;
+                  its largest possible value under the configured boosts; with
+                  ``importance="meta"`` a rating the trace carries (``meta.importance``, 1-10)
+                  divided by 10 instead, the stand-in where an item has none;
 * ``relevance``   cosine similarity between the item's text and the latest request's text,
                   with TF-IDF vectors (scikit-learn) computed once per trace.  Before a stream's
                   first request every relevance is 0.
@@ -185,6 +187,7 @@ class GenerativeAgents(ScanPolicy):
         w_relevance: float | None = None,
         recency_decay: float | None = None,
         recency: str | None = None,
+        importance: str = "rule",
         normalize: bool = True,
         type_base: dict[str, float] | None = None,
         boosts: dict[str, float] | None = None,
@@ -200,6 +203,11 @@ class GenerativeAgents(ScanPolicy):
             raise ValueError("generative_agents: recency_decay must be in (0, 1]")
         if rec not in ("hours", "rank"):
             raise ValueError(f"generative_agents: recency must be hours or rank, not {rec!r}")
+        if importance not in ("rule", "meta"):
+            raise ValueError(
+                f"generative_agents: importance must be rule or meta, not {importance!r}"
+            )
+        self.importance_source = importance
         self.variant, self.rank_recency = variant, rec == "rank"
         self.w_recency, self.w_importance, self.w_relevance = float(wr), float(wi), float(wv)
         self.recency_decay = float(decay)
@@ -217,11 +225,20 @@ class GenerativeAgents(ScanPolicy):
     tfidf_csr = staticmethod(tfidf_csr)
 
     def importance_of(self, trace) -> np.ndarray:
-        """Every item's importance under this instance's settings (its kernel reads it too)."""
-        return importance(trace, self)
+        """Every item's importance under this instance's settings (its kernel reads it too):
+        with ``importance="meta"`` an item's ``meta.importance`` (the 1-10 poignancy an LLM
+        rated, as the released code stores it) divided by 10, the rule's stand-in where an item
+        has none."""
+        value = importance(trace, self)
+        if self.importance_source == "meta":
+            for i, meta in enumerate(trace.item_meta):
+                rated = meta.get("importance") if meta else None
+                if isinstance(rated, (int, float)) and not isinstance(rated, bool):
+                    value[i] = float(rated) / 10.0
+        return value
 
     def prepare(self, trace) -> None:
-        self._importance = importance(trace, self).tolist()
+        self._importance = self.importance_of(trace).tolist()
         self._item_vec, self._req_vec = tfidf_rows(trace)
 
     def reset(self, ctx: PolicyContext) -> None:

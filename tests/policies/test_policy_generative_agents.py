@@ -11,6 +11,7 @@ from memlens.policies.generative_agents import GenerativeAgents, tfidf_rows
 from memlens.policies.lru import LRU
 from policy_cases import R, Run, W, traces
 
+from memlens import testing
 from memlens.trace.io import trace_from_events
 
 
@@ -62,6 +63,20 @@ def test_the_codes_rank_recency_is_inverted():
     ]
     assert Run(events, GenerativeAgents(variant="code"), budget=250).evicted == ["a"]
     assert Run(events, GenerativeAgents(), budget=250).evicted == ["b"]
+
+
+def test_importance_can_come_from_the_traces_own_ratings():
+    # a (oldest) rated 9 of 10 in its meta, b and c unrated (the rule's stand-in: equal)
+    events = [{**W("a", 0), "meta": {"importance": 9}}, W("b", 10), W("c", 20)]
+    assert Run(events, GenerativeAgents(), budget=200).evicted == ["a"]
+    run = Run(events, GenerativeAgents(importance="meta"), budget=200)
+    assert run.evicted == ["b"]
+    assert run.policy.importance_of(run.trace)[0] == 0.9
+    assert run.result.engine == "reference"  # Run replays on the reference engine
+    testing.assert_kernel_matches(run.trace, lambda: GenerativeAgents(importance="meta"), 200,
+                                  False)  # fmt: skip
+    with pytest.raises(ValueError, match="importance"):
+        GenerativeAgents(importance="llm")
 
 
 def test_important_memory_outlives_more_recent_plain_ones():
