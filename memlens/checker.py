@@ -18,12 +18,17 @@ whatever a policy's strategy:
   never offers it as a victim;
 * a registered compiled kernel gives exactly the reference result, event for event.
 
+Separately, :func:`check_budget_monotone` replays one of the bundled traces at budgets B and
+2B: the hit rate at 2B must be at least the rate at B, unless the policy names its anomaly
+(``budget_anomaly()``) and its docstring explains it.
+
 Besides the version 1 traces, one trace per ``alternative_seeds`` has needs with alternatives
 (trace format 1.1, :func:`with_alternatives`), so every check also holds there.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -255,3 +260,58 @@ def check_policy(
                 case = Case(factory, trace, other, budget, demand_fetch, seed)
                 for check in CHECKS:
                     check(case)
+
+
+# ----------------------------------------------------------------- budget monotonicity
+#: The budgets :func:`check_budget_monotone` doubles through by default.
+MONOTONE_BUDGETS = (128, 256, 512, 1024, 2048, 4096)
+
+
+def budget_anomaly(policy: Policy) -> str | None:
+    """The named budget anomaly ``policy`` declares for its configuration (its
+    ``budget_anomaly()`` method; None: it declares none).  The name must appear in the
+    class's docstring, which says why more budget may lose hits (like Belady's anomaly for
+    FIFO)."""
+    name = getattr(policy, "budget_anomaly", lambda: None)()
+    if name is not None and name not in (type(policy).__doc__ or "") + _module_doc(policy):
+        raise CheckFailed(f"{type(policy).__name__} declares the budget anomaly {name!r}, "
+                          "but neither its class nor its module docstring names it: say why "
+                          "more budget may lose hits there")  # fmt: skip
+    return name
+
+
+def _module_doc(policy: Policy) -> str:
+    module = sys.modules.get(type(policy).__module__)
+    return (module.__doc__ or "") if module is not None else ""
+
+
+def budget_violations(factory: Callable[[], Policy], trace: Trace,
+                      budgets: tuple[int, ...] = MONOTONE_BUDGETS,
+                      demand_fetch: bool = False) -> list[tuple[int, float, float]]:  # fmt: skip
+    """``(B, hit rate at B, hit rate at 2B)`` for every ``B`` in ``budgets`` whose double holds
+    fewer hits (the overall hit rate: hits over needed references)."""
+    grid = sorted({*budgets, *(2 * b for b in budgets)})
+    rate = {}
+    for b in grid:
+        r = simulate(trace, factory(), b, demand_fetch=demand_fetch, seed=0, engine="auto",
+                     progress=False)  # fmt: skip
+        rate[b] = float(r.need_hit.mean()) if len(r.need_hit) else 1.0
+    return [(b, rate[b], rate[2 * b]) for b in sorted(budgets) if rate[2 * b] < rate[b]]
+
+
+def check_budget_monotone(factory: Callable[[], Policy], trace: Trace,
+                          budgets: tuple[int, ...] = MONOTONE_BUDGETS,
+                          demand_fetch: bool = False) -> str | None:  # fmt: skip
+    """Hit rate at budget 2B is at least the rate at B for every B in ``budgets`` on ``trace``
+    (one of the bundled traces), unless the policy names its anomaly (:func:`budget_anomaly`);
+    returns that name (None when it names none and the check held)."""
+    anomaly = budget_anomaly(factory())
+    found = budget_violations(factory, trace, budgets, demand_fetch)
+    if found and anomaly is None:
+        b, at_b, at_2b = found[0]
+        raise CheckFailed(f"check_budget_monotone: {type(factory()).__name__} on "
+                          f"{trace.source}: hit rate {at_b:.3f} at budget {b} but {at_2b:.3f} at "
+                          f"{2 * b} ({len(found)} such budget(s)); fix the policy, or name the "
+                          "anomaly in its budget_anomaly() and explain it in its "
+                          "docstring")  # fmt: skip
+    return anomaly

@@ -12,14 +12,33 @@ evicted (ties: least recently used):
 * ``recency``     ``decay ** hours`` since the item was last written or needed (decay 0.995);
 * ``importance``  stands in for the LLM's 1-10 poignancy rating: the rule scorer's static value
                   (type, content features, cost; ``memlens.trace.features.static_value``) divided by
-                  its largest possible value under the configured boosts;
+                  its largest possible value under the configured boosts; with
+                  ``importance="meta"`` a rating the trace carries (``meta.importance``, 1-10)
+                  divided by 10 instead, the stand-in where an item has none;
 * ``relevance``   cosine similarity between the item's text and the latest request's text,
                   with TF-IDF vectors (scikit-learn) computed once per trace.  Before a stream's
                   first request every relevance is 0.
 
-The released code differs (see ``conf/policy/generative_agents.yaml``): it decays recency by
-the memory's rank in last-access order (``0.995 ** rank``) rather than by hours, and weights
-the components 0.5 (recency), 3 (relevance) and 2 (importance).  We follow the paper.
+Two variants (``variant``; each constant overridable):
+
+* ``paper`` (the default: the paper's formula, sec. 4.1): weights 1, 1, 1; recency
+  ``0.995 ** hours`` since the item was last accessed.
+* ``code``: github.com/joonspk-research/generative_agents,
+  ``reverie/backend_server/persona/cognitive_modules/retrieve.py`` at commit
+  51072d422e28abb7cd3fdf2b92f1d6e90a7cced8, ``new_retrieve`` (lines 199-267): weights
+  ``gw = [0.5, 3, 2]`` for recency, relevance, importance (line 244, times the persona's
+  ``recency_w = relevance_w = importance_w = 1``, ``persona/memory_structures/scratch.py:57-59``
+  at commit 6d7d7ad1e95355e57934b00db377a05226b1277f), and a recency by *rank*: the nodes are
+  sorted by ``last_accessed``, oldest first (line 227), and ``extract_recency`` (lines 132-152)
+  gives the i-th of them ``recency_decay ** i``, i = 1..n, so the *oldest* memory gets the
+  highest recency (an inversion of the paper's intent); ``recency_decay = 0.99``
+  (``scratch.py:60``; the bundled personas' saved scratch files are said to hold 0.995, which
+  is not checked here).  Each component is min-max normalised (lines 232-236); one without
+  spread becomes 0.5 everywhere (``normalize_dict_floats``, lines 97-99), which orders nothing,
+  as here.  As an eviction order the inversion evicts the most recently accessed first among
+  otherwise equal memories.  The rank recency is replayed on the reference engine (the
+  compiled kernel scores recency by hours; ``kernel_supported``); ``recency="hours"`` with the
+  code's weights and decay replays on the kernel.
 
 Offline stand-ins, said plainly: the IDF statistics are those of the whole trace (texts, never
 needs), and importance is a rule, not a language model.
@@ -152,41 +171,74 @@ def tfidf_distinct(distinct: list[str], copies: np.ndarray):
     return normalize(x, norm="l2", copy=False)
 
 
+#: Per variant: (w_recency, w_importance, w_relevance, recency_decay, recency).
+VARIANT_DEFAULTS = {"paper": (1.0, 1.0, 1.0, 0.995, "hours"), "code": (0.5, 2.0, 3.0, 0.99, "rank")}
+
+
 @compiled_kernel("memlens.kernels.generative_agents:replay")
 class GenerativeAgents(ScanPolicy):
     name = "generative_agents"
 
     def __init__(
         self,
-        w_recency: float = 1.0,
-        w_importance: float = 1.0,
-        w_relevance: float = 1.0,
-        recency_decay: float = 0.995,
+        variant: str = "paper",
+        w_recency: float | None = None,
+        w_importance: float | None = None,
+        w_relevance: float | None = None,
+        recency_decay: float | None = None,
+        recency: str | None = None,
+        importance: str = "rule",
         normalize: bool = True,
         type_base: dict[str, float] | None = None,
         boosts: dict[str, float] | None = None,
         cost_threshold: float = 0.01,
         cost_boost: float = 0.15,
     ) -> None:
-        if not 0.0 < recency_decay <= 1.0:
+        if variant not in VARIANT_DEFAULTS:
+            raise ValueError(f"generative_agents: variant must be paper or code, not {variant!r}")
+        given = (w_recency, w_importance, w_relevance, recency_decay, recency)
+        wr, wi, wv, decay, rec = (d if g is None else g
+                                  for g, d in zip(given, VARIANT_DEFAULTS[variant]))  # fmt: skip
+        if not 0.0 < decay <= 1.0:
             raise ValueError("generative_agents: recency_decay must be in (0, 1]")
-        self.w_recency, self.w_importance = float(w_recency), float(w_importance)
-        self.w_relevance = float(w_relevance)
-        self.log_decay_per_s = math.log(recency_decay) / 3600.0
+        if rec not in ("hours", "rank"):
+            raise ValueError(f"generative_agents: recency must be hours or rank, not {rec!r}")
+        if importance not in ("rule", "meta"):
+            raise ValueError(
+                f"generative_agents: importance must be rule or meta, not {importance!r}"
+            )
+        self.importance_source = importance
+        self.variant, self.rank_recency = variant, rec == "rank"
+        self.w_recency, self.w_importance, self.w_relevance = float(wr), float(wi), float(wv)
+        self.recency_decay = float(decay)
+        self.log_decay_per_s = math.log(decay) / 3600.0
         self.normalize = bool(normalize)
         self.type_base = dict(type_base or DEFAULT_TYPE_BASE)
         self.boosts = dict(boosts or {})
         self.cost_threshold, self.cost_boost = float(cost_threshold), float(cost_boost)
 
+    def kernel_supported(self) -> bool:
+        """The compiled kernel scores recency by hours; the code's rank recency is not in it."""
+        return not self.rank_recency
+
     #: The class's own TF-IDF rows as CSR arrays, for its compiled kernel.
     tfidf_csr = staticmethod(tfidf_csr)
 
     def importance_of(self, trace) -> np.ndarray:
-        """Every item's importance under this instance's settings (its kernel reads it too)."""
-        return importance(trace, self)
+        """Every item's importance under this instance's settings (its kernel reads it too):
+        with ``importance="meta"`` an item's ``meta.importance`` (the 1-10 poignancy an LLM
+        rated, as the released code stores it) divided by 10, the rule's stand-in where an item
+        has none."""
+        value = importance(trace, self)
+        if self.importance_source == "meta":
+            for i, meta in enumerate(trace.item_meta):
+                rated = meta.get("importance") if meta else None
+                if isinstance(rated, (int, float)) and not isinstance(rated, bool):
+                    value[i] = float(rated) / 10.0
+        return value
 
     def prepare(self, trace) -> None:
-        self._importance = importance(trace, self).tolist()
+        self._importance = self.importance_of(trace).tolist()
         self._item_vec, self._req_vec = tfidf_rows(trace)
 
     def reset(self, ctx: PolicyContext) -> None:
@@ -238,8 +290,12 @@ class GenerativeAgents(ScanPolicy):
 
     def scores(self, items: list[int], t: float) -> list[float]:
         rho, importance, rel_of = self._rho, self._importance, self._rel
-        rec = [rho[i] for i in items]
-        if not self.normalize:  # then the common factor matters: recency = c(t) * rho
+        if self.rank_recency:  # the code's: items are least recently accessed first
+            d = self.recency_decay
+            rec = [d ** (k + 1) for k in range(len(items))]
+        else:
+            rec = [rho[i] for i in items]
+        if not self.normalize and not self.rank_recency:  # the common factor matters: c(t) * rho
             c = math.exp(self.log_decay_per_s * (t - self._t0))
             rec = [c * r for r in rec]
         imp = [importance[i] for i in items]

@@ -13,7 +13,7 @@ How it is built, and why it costs little:
   working-memory move log (admit, decline, evict, promote) aligned with the tier log
   (demote: short-term cache -> long-term store; compress: an item stored compressed in the
   long-term store), and the retrieval record (retrieve);
-* values: for the bundled scoring policies (the rule scorer, MemoryBank, MemoryOS heat: their
+* values: for the bundled scoring policies (the rule scorer and MemoryBank: their
   exact classes) they are computed after the replay, from the trace and the move log, by one
   compiled pass (:class:`KernelValues`, ``memlens.kernels.values``): nothing wraps the policy,
   so it replays on its compiled kernel with the full log, and the records are the reference
@@ -349,7 +349,7 @@ class RuleValueProbe(ValueProbe):
 
 
 class KernelValues:
-    """The value records of the rule scorer, MemoryBank and MemoryOS heat (exact classes),
+    """The value records of the rule scorer and MemoryBank (exact classes),
     computed after the replay from its move log by ``memlens.kernels.values``: the same
     records as a :class:`ValueProbe`'s, bit for bit, with nothing wrapped, so the policy
     replays on its compiled kernel.  :func:`build_event_log` binds the finished replay."""
@@ -366,18 +366,11 @@ class KernelValues:
         """(mode, parameters, per-item arrays) of :func:`memlens.kernels.values.records`."""
         from memlens.kernels import values as kv
         from memlens.policies.memorybank import MemoryBank
-        from memlens.policies.memoryos_heat import MemoryOSHeat
         from memlens.trace.features import static_value
 
         p, trace = self.policy, self.trace
         if type(p) is MemoryBank:
             return kv.MEMORYBANK, [p.time_unit_s, p.initial_strength, p.strength_increment], {}
-        if type(p) is MemoryOSHeat:
-            return (
-                kv.HEAT,
-                [p.tau_s, p.alpha, p.beta, p.gamma],
-                {"length": trace.item_tokens / p.length_unit},
-            )
         base = static_value(trace, p.type_base, p.boosts, p.cost_threshold, p.cost_boost)
         params = [len(p.lam), p.use_cap, p.use_boost, 0.0, *p.lam, *p.floor]
         return kv.RULE, params, {"typ": trace.item_type, "base": base}
@@ -397,12 +390,15 @@ class KernelValues:
 
 def kernel_valued(policy) -> bool:
     """Whether ``policy``'s values come from :class:`KernelValues` (its exact class is one
-    ``memlens.kernels.values`` mirrors)."""
+    ``memlens.kernels.values`` mirrors).  MemoryOS is not one: its heat depends on its
+    short-term queue and promotions, which a move log does not show, so its values come from a
+    probe on the reference engine."""
     from memlens.policies.memorybank import MemoryBank
-    from memlens.policies.memoryos_heat import MemoryOSHeat
     from memlens.policies.rule import RuleScorer
 
-    return type(policy) in (RuleScorer, MemoryBank, MemoryOSHeat)
+    if type(policy) is MemoryBank:  # the kernel's values are the paper's continuous retention
+        return not policy.whole_days
+    return type(policy) is RuleScorer
 
 
 def attach_probe(policy, cfg: EventLogConfig | None) -> ValueProbe | KernelValues | None:

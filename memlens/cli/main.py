@@ -47,7 +47,8 @@ every command: --cfg job (show the composed config), --help (Hydra's help)
 
 #: Hydra flags after which nothing runs (help, config printing): no validation needed.
 def policy_overrides_to_list(argv: list[str]) -> list[str]:
-    """``compare``: ``policy.<param>=v`` arguments become one ``policy_overrides=[...]``.
+    """``compare``: ``policy.<param>=v`` arguments become one ``policy_overrides=[...]``
+    (and so do ``policy@NAME.<param>=v``, which set the parameter of policy NAME only).
 
     ``compare`` has no single policy node to override; each job composes its policy with
     these overrides exactly as ``simulate`` would.  ``policy=NAME`` (simulate's way of choosing
@@ -57,7 +58,7 @@ def policy_overrides_to_list(argv: list[str]) -> list[str]:
         print("error: this command compares several policies: use policies=[NAME,...] "
               "(and policy.<param>=value to override a parameter)", file=sys.stderr)  # fmt: skip
         sys.exit(2)
-    picked = [a for a in argv if a.lstrip("+~").startswith("policy.")]
+    picked = [a for a in argv if a.lstrip("+~").startswith(("policy.", "policy@"))]
     if not picked:
         return argv
     quoted = ",".join("'" + a.replace("\\", "\\\\").replace("'", "\\'") + "'" for a in picked)

@@ -77,9 +77,33 @@ def check_simulate(cfg: DictConfig) -> Callable[[], None]:
 _POLICY_CONFIGS: dict[tuple[str, tuple[str, ...]], object] = {}
 
 
+def scoped_target(override: str) -> str | None:
+    """The policy NAME a ``policy@NAME.<param>=v`` override is scoped to (None: unscoped)."""
+    body = override.lstrip("+~")
+    if not body.startswith("policy@"):
+        return None
+    return body[len("policy@") :].partition(".")[0]
+
+
+def overrides_for(name: str, overrides: list[str]) -> list[str]:
+    """The overrides that apply to policy ``name``: every ``policy.<param>=v``, and each
+    ``policy@NAME.<param>=v`` that names it, as ``policy.<param>=v`` (so one compare can set a
+    parameter only one of its policies has, e.g. ``policy@memgpt.variant=code``)."""
+    out = []
+    for o in overrides:
+        target = scoped_target(o)
+        if target is None:
+            out.append(o)
+        elif target == name:
+            prefix = o[: len(o) - len(o.lstrip("+~"))]
+            out.append(prefix + "policy." + o.lstrip("+~").partition(".")[2])
+    return out
+
+
 def composed_policy(name: str, overrides: list[str]):
     """``memlens.config.compose.policy_config``, composed once per process: the pre-run check and the
     job list need the same configs, and each Hydra composition costs about 0.2 s."""
+    overrides = overrides_for(name, overrides)
     key = (name, tuple(overrides))
     if key not in _POLICY_CONFIGS:
         _POLICY_CONFIGS[key] = policy_config(name, list(overrides))
@@ -128,6 +152,10 @@ def oracle_note(settings: CompareConfig) -> str | None:
 def check_jobs(settings: CompareConfig, names: list[str]) -> Callable[[], None]:
     """``compare``'s and ``recommend``'s checks of the policies ``names`` and of every trace;
     returns the deferred trace parse."""
+    for o in settings.policy_overrides:
+        if scoped_target(o) is not None and scoped_target(o) not in names:
+            raise SettingsError(f"{o}: policy {scoped_target(o)!r} is not among the compared "
+                                f"policies ({', '.join(names)})")  # fmt: skip
     policies = {n: check_policy_builds(composed_policy(n, settings.policy_overrides))
                 for n in names}  # fmt: skip
     check_engine(settings, policies)

@@ -9,8 +9,9 @@ the pressure line, the pressure warnings and the flushes.
 The summary counts in every request's context and against the budget as ``extra_tokens``: the
 summary truncated to what the pinned items leave of the budget.  The simulator calls ``victims``
 (a flush) while items plus that exceed the budget and unpinned items are resident; a flush
-evicts the oldest until ``evict_fraction`` of the budget is freed and the context with the new
-summary, ``ceil(summary_ratio * (old summary + evicted))``, fits.  The arithmetic is the Python
+applies the variant's rule (``MemGPT._rule``: a fraction of the message tokens, the last
+``keep_last`` messages kept back) and then evicts the oldest on until the context with the new
+summary (``ceil(summary_ratio * (old summary + evicted))`` or ``summary_tokens``) fits.  The arithmetic is the Python
 class's, operation for operation (the float products, ``math.ceil``, int-float comparisons), so
 the flush points are the same bit for bit.
 """
@@ -63,26 +64,55 @@ def _enter(x, s, e, m, kind, tokens, budget, params, st, q, mv):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _flush(s, e, m, budget, tokens, n_uses, params, st, q, evictions, false_ev, mv):
-    """One ``victims`` call: evict the oldest until ``evict_fraction`` of the budget is freed
-    and the context with the new summary fits; the new summary replaces the old."""
+def _evict_oldest(s, e, m, tokens, n_uses, st, q, evictions, false_ev, mv):
+    """The queue's oldest message leaves working memory: (next move slot, its tokens)."""
+    in_wm, uses_seen = st[0], st[2]
+    i = q[2][s]
+    unlink(i, s, q[0], q[1], q[2], q[3])
+    in_wm[i] = 0
+    evictions[s] += 1
+    if uses_seen[i] < n_uses[i]:
+        false_ev[s] += 1
+    return log_move(mv, m, e, i, MoveKind.EVICT), tokens[i]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _summary_after(old, evicted, ratio, fixed):
+    """``MemGPT._summary_after``: the fixed size, else ``ceil(ratio * (old + evicted))``."""
+    if fixed:
+        return fixed
+    return math.ceil(ratio * (old + evicted))
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _flush(s, e, m, budget, tokens, n_uses, params, ints, st, q, evictions, false_ev, mv):
+    """One ``victims`` call: the variant's rule (``MemGPT._rule``), then the oldest on until the
+    context with the new summary fits; the new summary replaces the old."""
     in_wm, pinned, uses_seen, used, pinned_tok, summary, under, warnings, flushes = st
     pressure_fraction, evict_fraction, ratio = params
+    keep_last, fixed, at_most = ints
     old, u = summary[s], used[s]
-    target = evict_fraction * budget
-    evicted, new = 0, old
-    while q[2][s] != -1:
-        i = q[2][s]
-        unlink(i, s, q[0], q[1], q[2], q[3])
-        in_wm[i] = 0
-        evictions[s] += 1
-        if uses_seen[i] < n_uses[i]:
-            false_ev[s] += 1
-        m = log_move(mv, m, e, i, MoveKind.EVICT)
-        evicted += tokens[i]
-        new = math.ceil(ratio * (old + evicted))
-        if evicted >= target and u - evicted + new <= budget:
+    target = evict_fraction * (u - pinned_tok[s] + old)
+    n, i = 0, q[2][s]
+    while i != -1:  # the queue's length
+        n += 1
+        i = q[1][i]
+    taken = old if at_most else 0
+    evicted, count = 0, 0
+    while count < n - keep_last:
+        done = taken + tokens[q[2][s]] > target if at_most else taken >= target
+        if done:
             break
+        m, t = _evict_oldest(s, e, m, tokens, n_uses, st, q, evictions, false_ev, mv)
+        taken += t
+        evicted += t
+        count += 1
+    new = _summary_after(old, evicted, ratio, fixed) if count else old
+    while q[2][s] != -1 and (count == 0 or u - evicted + new > budget):
+        m, t = _evict_oldest(s, e, m, tokens, n_uses, st, q, evictions, false_ev, mv)
+        evicted += t
+        count += 1
+        new = _summary_after(old, evicted, ratio, fixed)
     summary[s] = new
     flushes[s] += 1
     used[s] = u - evicted
@@ -91,18 +121,18 @@ def _flush(s, e, m, budget, tokens, n_uses, params, st, q, evictions, false_ev, 
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _make_room(s, e, m, budget, tokens, n_uses, params, st, q, evictions, false_ev, mv):
+def _make_room(s, e, m, budget, tokens, n_uses, params, ints, st, q, evictions, false_ev, mv):
     """The simulator's loop: flush while the context is over budget and items are evictable."""
     in_wm, pinned, uses_seen, used, pinned_tok, summary, under, warnings, flushes = st
     while used[s] + _extra(s, budget, st) > budget and used[s] > pinned_tok[s]:
         if q[2][s] == -1:  # unreachable: the queue holds every resident unpinned item
             break
-        m = _flush(s, e, m, budget, tokens, n_uses, params, st, q, evictions, false_ev, mv)
+        m = _flush(s, e, m, budget, tokens, n_uses, params, ints, st, q, evictions, false_ev, mv)
     return m
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _request(x, s, e, m, budget, demand_fetch, tr, params, st, q, out, mv):
+def _request(x, s, e, m, budget, demand_fetch, tr, params, ints, st, q, out, mv):
     """Request ``x``: the context (items + summary), hits and uses, then demand fetch."""
     ev_kind, ev_stream, ev_ref, tokens, needs_ptr, needs, group_ptr, group_items, n_uses = tr
     in_wm, pinned, uses_seen, used, pinned_tok, summary, under, warnings, flushes = st
@@ -116,13 +146,13 @@ def _request(x, s, e, m, budget, demand_fetch, tr, params, st, q, out, mv):
             i = needs[j]
             if first_resident(j, group_ptr, group_items, in_wm) < 0 and tokens[i] <= budget:
                 m = _enter(i, s, e, m, MoveKind.FETCH, tokens, budget, params, st, q, mv)
-                m = _make_room(s, e, m, budget, tokens, n_uses, params, st, q, evictions,
+                m = _make_room(s, e, m, budget, tokens, n_uses, params, ints, st, q, evictions,
                                false_ev, mv)  # fmt: skip
     return m
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
-def _replay(tr, params, budget, demand_fetch, out, mv, q, st):
+def _replay(tr, params, ints, budget, demand_fetch, out, mv, q, st):
     """The whole replay in file order; returns the number of moves logged.  The state (``q``,
     ``st``) is allocated by the caller, so the loop runs without numba's reference counting
     (``_nrt=False``): with it, the arrays unpacked from tuples in the inlined helpers were
@@ -141,7 +171,7 @@ def _replay(tr, params, budget, demand_fetch, out, mv, q, st):
             else:
                 m = log_move(mv, m, e, x, MoveKind.BYPASS)
         elif k == EventKind.REQUEST:
-            m = _request(x, s, e, m, budget, demand_fetch, tr, params, st, q, out, mv)
+            m = _request(x, s, e, m, budget, demand_fetch, tr, params, ints, st, q, out, mv)
         elif k == EventKind.PIN:
             if not pinned[x]:
                 if not in_wm[x]:
@@ -157,7 +187,8 @@ def _replay(tr, params, budget, demand_fetch, out, mv, q, st):
                 append(x, s, q[0], q[1], q[2], q[3])
                 grew = True
         if grew:
-            m = _make_room(s, e, m, budget, tokens, n_uses, params, st, q, evictions, false_ev, mv)
+            m = _make_room(s, e, m, budget, tokens, n_uses, params, ints, st, q, evictions,
+                           false_ev, mv)  # fmt: skip
     return m
 
 
@@ -178,18 +209,18 @@ def _state(n_items: int, n_streams: int, counters: tuple) -> tuple:
     return q, st
 
 
-def _kernel(tr, params, budget, demand_fetch, out, mv, counters) -> int:
+def _kernel(tr, params, ints, budget, demand_fetch, out, mv, counters) -> int:
     """Allocate the state and run the loop (what is timed)."""
     q, st = _state(tr[3].shape[0], counters[0].shape[0], counters)
-    return _replay(tr, params, budget, demand_fetch, out, mv, q, st)
+    return _replay(tr, params, ints, budget, demand_fetch, out, mv, q, st)
 
 
 def _warm_up(args: tuple) -> None:
     """Compile (or load from numba's cache) for these argument types on empty inputs, so the
     timed call does not include it; a no-op once compiled."""
-    tr, params, budget, demand_fetch, out, mv, counters = args
-    _kernel(tuple(a[:0] for a in tr), params, budget, demand_fetch, tuple(a[:0] for a in out), mv,
-            tuple(a[:0] for a in counters))  # fmt: skip
+    tr, params, ints, budget, demand_fetch, out, mv, counters = args
+    _kernel(tuple(a[:0] for a in tr), params, ints, budget, demand_fetch,
+            tuple(a[:0] for a in out), mv, tuple(a[:0] for a in counters))  # fmt: skip
 
 
 def replay(policy, trace: Trace, budget: int, demand_fetch: bool, seed: int):
@@ -199,11 +230,12 @@ def replay(policy, trace: Trace, budget: int, demand_fetch: bool, seed: int):
     on the policy (the reference engine resets them at every stream)."""
     params = (float(policy.pressure_fraction), float(policy.evict_fraction),
               float(policy.summary_ratio))  # fmt: skip
+    ints = (int(policy.keep_last), int(policy.summary_tokens), bool(policy.at_most))
     out = outputs(trace, demand_fetch)
     arrays = out.arrays()
     counters = (np.zeros(trace.n_streams, np.int64), np.zeros(trace.n_streams, np.int64))
-    args = (_columns(trace), params, int(budget), bool(demand_fetch), arrays[:5], arrays[5:],
-            counters)  # fmt: skip
+    args = (_columns(trace), params, ints, int(budget), bool(demand_fetch), arrays[:5],
+            arrays[5:], counters)  # fmt: skip
     _warm_up(args)
     moves, wall = timed(_kernel, *args)
     if trace.n_streams:

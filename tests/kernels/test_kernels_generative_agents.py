@@ -49,20 +49,22 @@ def repeated_queries(events: list[dict], rng: np.random.Generator) -> list[dict]
     weights=st.sampled_from(
         [(1.0, 1.0, 1.0), (0.5, 2.0, 3.0), (-1.0, 1.0, 2.0), (1.0, 0.0, -1.0), (0.0, 0.0, 1.0)]
     ),  # fmt: skip
-    decay=st.sampled_from([0.995, 0.5, 1.0]),
+    decay=st.sampled_from([0.995, 0.99, 0.5, 1.0]),
     normalize=st.booleans(),
     repeat=st.booleans(),
+    variant=st.sampled_from(["paper", "code"]),
 )
 def test_kernel_equals_reference(seed, n_events, n_streams, budget, demand_fetch, alternatives,
-                                 weights, decay, normalize, repeat):  # fmt: skip
+                                 weights, decay, normalize, repeat, variant):  # fmt: skip
     rng = np.random.default_rng(seed)
     events = timed_events(rng, n_events, n_streams, alternatives)
     trace = trace_from_events(repeated_queries(events, rng) if repeat else events)
     wr, wi, wv = weights
 
     def make():
-        return GenerativeAgents(w_recency=wr, w_importance=wi, w_relevance=wv,
-                                recency_decay=decay, normalize=normalize)  # fmt: skip
+        return GenerativeAgents(variant=variant, w_recency=wr, w_importance=wi, w_relevance=wv,
+                                recency_decay=decay, recency="hours",
+                                normalize=normalize)  # fmt: skip
 
     assert_same(trace, make, budget, demand_fetch)
 
@@ -131,8 +133,11 @@ def test_query_vocabulary_keeps_the_requests_terms_in_the_items_order():
     assert qterm.tolist() == [1, 0, 2] and size == 3
 
 
-def test_kernel_is_registered_for_every_configuration():
+def test_kernel_is_registered_for_every_configuration_but_the_rank_recency():
     assert kernel_of(GenerativeAgents()) == "memlens.kernels.generative_agents:replay"
+    assert kernel_of(GenerativeAgents(variant="code")) is None  # the reference engine
+    code_by_hours = GenerativeAgents(variant="code", recency="hours")
+    assert kernel_of(code_by_hours) == "memlens.kernels.generative_agents:replay"
     assert (
         kernel_of(GenerativeAgents(normalize=False, w_recency=-1.0))
         == "memlens.kernels.generative_agents:replay"

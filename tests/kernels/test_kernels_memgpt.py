@@ -16,6 +16,9 @@ from memlens.trace.generate import generate_simple
 from memlens.trace.io import trace_from_events
 
 PARAMS = st.fixed_dictionaries({
+    "variant": st.sampled_from(["paper", "code"]),
+    "keep_last": st.sampled_from([None, 0, 1, 3]),
+    "summary_tokens": st.sampled_from([None, 0, 5, 130]),
     "pressure_fraction": st.sampled_from([0.7, 0.05, 0.5, 0.999, 1.0]),
     "evict_fraction": st.sampled_from([0.5, 0.0, 0.1, 0.33, 1.0]),
     "summary_ratio": st.sampled_from([0.1, 0.0, 0.07, 0.3, 0.49]),
@@ -53,25 +56,26 @@ def test_memgpt_kernel_equals_reference_on_a_generated_trace_with_pins(demand_fe
     events = generate_simple(seed=6, streams=3, events_per_stream=1500, pin_rate=0.05)
     trace = trace_from_events(list(events))
     for budget in (150, 900, 4000):
-        for params in ({}, {"evict_fraction": 0.2, "summary_ratio": 0.3}):
+        for params in ({}, {"evict_fraction": 0.2, "summary_ratio": 0.3}, {"variant": "code"}):
             ref, fast = both(trace, budget, demand_fetch, **params)
             assert same_result(ref, fast) is None
 
 
-def test_memgpt_kernel_flushes_half_the_budget_into_a_summary():
-    """Hand-computed: ten 100-token writes fill 1000; one more token flushes the oldest five
-    (500 >= half the budget) into a summary of ceil(0.1 * 500) = 50, counted in the context."""
+def test_memgpt_kernel_flushes_half_the_messages_into_a_summary():
+    """Hand-computed: ten 100-token writes fill 1000; one more token flushes the oldest six
+    (600 >= half of the 1001 message tokens) into a summary of ceil(0.1 * 600) = 60, counted
+    in the context."""
     events = [{"event": "write", "id": f"i{k}", "tokens": 100, "type": "user_input"}
               for k in range(10)]  # fmt: skip
     events += [{"event": "write", "id": "one", "tokens": 1, "type": "user_input"},
-               {"event": "request", "id": "q", "needs": ["i0", "i5"]}]  # fmt: skip
+               {"event": "request", "id": "q", "needs": ["i0", "i6"]}]  # fmt: skip
     trace = trace_from_events(events)
     ref, fast = both(trace, 1000, False)
     assert same_result(ref, fast) is None
     evicted = [trace.item_id[i] for i, k in zip(fast.move_item, fast.move_kind)
                if k == MoveKind.EVICT]  # fmt: skip
-    assert evicted == ["i0", "i1", "i2", "i3", "i4"]
-    assert fast.context_tokens.tolist() == [501 + 50]
+    assert evicted == ["i0", "i1", "i2", "i3", "i4", "i5"]
+    assert fast.context_tokens.tolist() == [401 + 60]
     assert fast.need_hit.tolist() == [0, 1]
 
 

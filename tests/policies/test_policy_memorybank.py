@@ -26,6 +26,33 @@ def test_recalled_memory_outlives_a_more_recent_one():
     assert p.retention(ix["c"], 10 * H) == pytest.approx(1.0)
 
 
+D = 24 * H
+
+
+def test_the_code_variant_counts_whole_days_and_reads_exp_minus_t_over_5_times_s():
+    # forget_memory.py:36 math.exp(-t / 5*S) = exp(-(t/5) * S), t in whole days
+    events = [W("a", 0), R("q", 0.5 * D, ["a"]), W("b", 0.9 * D), W("c", 3.2 * D)]
+    run = Run(events, MemoryBank(variant="code"), budget=1000)
+    p, ix = run.policy, run.trace.item_index
+    # a: recalled on day 0 (S = 2), now day 3: exp(-(3/5) * 2); b: day 0, S = 1
+    assert p.retention(ix["a"], 3.2 * D) == pytest.approx(math.exp(-(3 / 5) * 2))
+    assert p.retention(ix["b"], 3.2 * D) == pytest.approx(math.exp(-3 / 5))
+    assert p.retention(ix["c"], 3.2 * D) == 1.0
+    # the recalled a forgets faster than b under the code (the paper: the other way round)
+    assert Run(events, MemoryBank(variant="code"), budget=200).evicted == ["a"]
+    assert Run(events, MemoryBank(), budget=200).evicted == ["b"]
+    assert run.result.engine == "reference"
+
+
+def test_within_one_day_the_code_variant_is_lru():
+    # every t is 0 (same day): all retentions 1, the recency tie-break decides
+    events = [W("a", 0), W("b", 60), R("q", 120, ["a"]), W("c", 180), W("d", 240),
+              R("q2", 300, ["b", "d"]), W("e", 360)]  # fmt: skip
+    for budget in (200, 300, 400):
+        code = Run(events, MemoryBank(variant="code"), budget=budget)
+        assert code.evicted == Run(events, LRU(), budget=budget).evicted
+
+
 def test_strength_and_time_unit_are_parameters():
     events = [W("a", 0), R("q", 1 * H, ["a"]), W("b", 2 * H), W("c", 10 * H)]
     # no strengthening: only the time since the last recall counts (a: 9 h, b: 8 h)
