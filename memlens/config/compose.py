@@ -40,7 +40,6 @@ def _compose_strict(config_name: str, overrides: list[str]):
     the command line and in the chosen YAML files (``memlens._util.values``), and nothing named
     that the registries do not list (``memlens.config.registry``)."""
     from hydra import compose
-    from hydra.core.global_hydra import GlobalHydra
     from omegaconf import open_dict
 
     from memlens._util.values import check_file_booleans, check_override_booleans
@@ -55,11 +54,30 @@ def _compose_strict(config_name: str, overrides: list[str]):
         del cfg["hydra"]
     check_config(cfg, where, overrides)
     check_override_booleans(cfg, overrides)
-    # the repository as this composition saw it (hydra.searchpath overrides included)
-    loader = GlobalHydra.instance().config_loader()
-    _, repository = loader._parse_overrides_and_create_caching_repo(config_name, overrides)
-    check_file_booleans(cfg, choices, repository)
+    check_file_booleans(cfg, choices, _repository(config_name, overrides))
     return cfg, hydra
+
+
+_REPOSITORIES: dict[tuple, object] = {}
+
+
+def _repository(config_name: str, overrides: list[str]):
+    """The config repository as this composition saw it (``hydra.searchpath`` overrides
+    included), for reading the chosen YAML files again.  Made once per search path and
+    ``hydra.searchpath`` override in a process: making one deep-copies Hydra's whole config
+    store (a third of a composition's time, once per compared policy; issue 34).  It caches
+    the files it reads, as Hydra's own does within one composition."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    loader = GlobalHydra.instance().config_loader()
+    search = tuple((p.provider, p.path) for p in loader.get_search_path().get_path())
+    key = (config_name, search, tuple(o for o in overrides if "hydra.searchpath" in o))
+    if key not in _REPOSITORIES:
+        if len(_REPOSITORIES) >= 16:
+            _REPOSITORIES.clear()
+        _REPOSITORIES[key] = loader._parse_overrides_and_create_caching_repo(config_name,
+                                                                             overrides)[1]  # fmt: skip
+    return _REPOSITORIES[key]
 
 
 def _provenance(config_name: str, choices: dict) -> str:
