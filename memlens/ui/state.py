@@ -16,6 +16,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from memlens.analyze.prepared import Prepared, PreparedCache
+from memlens.ui.interventions import SessionRows
 from memlens.ui.runs import RunAccessError, RunFileError, first_line, run_file
 
 STATIC = Path(__file__).parent / "static"
@@ -81,6 +82,7 @@ class State:
         self.cache = PreparedCache()
         self.names = {n.lower().strip("[]") for n in (*LOOPBACK_NAMES, cfg.host,
                                                      *cfg.allowed_hosts)}  # fmt: skip
+        self.sessions = SessionRows()  # which interventions each browser session added
         self._codes: set[str] = set()
         self._sessions: set[str] = set()
         self._lock = threading.Lock()
