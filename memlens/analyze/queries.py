@@ -155,28 +155,54 @@ def _edge_times(run: Prepared, stream: str | None, edges: list[float]) -> list:
 
 
 def graph(run: Prepared, stream: str | None = None, offset: int = 0, limit: int = 20) -> dict:
-    """Requests -> the items they needed (hit or missed), for a page of requests, and the
-    derivation edges (``derived_from``) touching those items."""
+    """Requests -> the items they needed (hit or missed, with the item's tier just before the
+    request), for a page of requests, and the derivation edges (``derived_from``) touching
+    those items; every node carries its stream and trace time (the write's, the request's),
+    so the page can lay the graph out on a time axis by stream."""
     limit, offset = _limit(limit, 20), max(int(offset), 0)
     where, params = _page("reqs", stream, offset, limit)
     rows = _q(run, f"""
         WITH page AS (SELECT request FROM reqs WHERE {where})
-        SELECT n.request, n.request_id, n.event, n.item, n.item_id, n.kind
-        FROM needs n JOIN page USING (request)
+        SELECT n.request, n.request_id, n.event, n.item, n.item_id, n.kind, n.t, n.stream,
+               n.tier_before, i.t, i.event
+        FROM needs n JOIN page USING (request) JOIN items i USING (item)
         WHERE n.request BETWEEN (SELECT min(request) FROM page) AND (SELECT max(request) FROM page)
         ORDER BY n.request, n.seq""", params)  # fmt: skip
     requests, items, edges = {}, {}, []
-    for r, rid, e, i, iid, kind in rows:
-        requests.setdefault(r, {"request": r, "request_id": rid, "event": e})
-        items.setdefault(i, {"item": i, "item_id": iid})
-        edges.append({"request": r, "item": i, "hit": kind == "hit"})
+    for r, rid, e, i, iid, kind, t, st, tier, it, ie in rows:
+        requests.setdefault(r, {"request": r, "request_id": rid, "event": e, "t": t, "stream": st})
+        items[i] = {"item": i, "item_id": iid, "t": it, "event": ie, "stream": st, "tier": tier}
+        edges.append({"request": r, "item": i, "hit": kind == "hit", "tier": tier})
     derived = _derived_edges(run, list(items))
-    for d in derived:
-        for end in ("parent", "child"):
-            items.setdefault(d[end], {"item": d[end], "item_id": d[end + "_id"]})
+    missing = [d[end] for d in derived for end in ("parent", "child") if d[end] not in items]
+    for i, iid, t, e, st in _q(run, """SELECT item, item_id, t, event, stream FROM items
+                                       WHERE item IN (SELECT unnest(?))""", [missing]):  # fmt: skip
+        items[i] = {"item": i, "item_id": iid, "t": t, "event": e, "stream": st, "tier": None}
     return {"total_requests": _total(run, "requests_by_stream", stream), "offset": offset,
             "requests": list(requests.values()), "items": list(items.values()),
             "edges": edges, "derived": derived}  # fmt: skip
+
+
+def item_view(run: Prepared, item_id: str, limit: int = 100) -> dict:
+    """One item: its write (stream, event, time, tokens, text), its moves across the tiers and
+    the requests that needed it (hit or miss), each at most ``limit`` rows."""
+    rows = _q(run, """SELECT item, stream, event, t, tokens, item_type, text, derived_from
+                      FROM items WHERE item_id = ? LIMIT 1""", [item_id])  # fmt: skip
+    if not rows:
+        raise KeyError(f"item {item_id!r}: no such item in this run")
+    item, stream, event, t, tokens, kind, text, parents = rows[0]
+    moves = _q(run, """SELECT m.event, tm.t, m.kind, m.tier_before, m.tier_after, m.reason,
+                              m.cause_item
+                       FROM moves m JOIN times tm USING (event) WHERE m.item = ?
+                       ORDER BY m.seq LIMIT ?""", [item, _limit(limit, 100)])  # fmt: skip
+    needs = _q(run, """SELECT request, request_id, event, t, kind, tier_before FROM needs
+                       WHERE item = ? ORDER BY seq LIMIT ?""", [item, _limit(limit, 100)])  # fmt: skip
+    mk = ("event", "t", "kind", "tier_before", "tier_after", "reason", "cause_item_id")
+    nk = ("request", "request_id", "event", "t", "kind", "tier")
+    return {"item": item, "item_id": item_id, "stream": stream, "event": event, "t": t,
+            "tokens": tokens, "item_type": kind, "text": text, "derived_from": parents or [],
+            "moves": [dict(zip(mk, m)) for m in moves],
+            "needs": [dict(zip(nk, n)) for n in needs]}  # fmt: skip
 
 
 def _derived_edges(run: Prepared, items: list[int]) -> list[dict]:
@@ -293,7 +319,25 @@ def diff(path_a: Path, path_b: Path, offset: int = 0, limit: int = 50) -> dict:
     rows = db.execute(f"{base} ORDER BY event LIMIT ? OFFSET ?", [limit, offset]).fetchall()
     keys = ("request", "request_id", "event", "a_hits", "b_hits")
     return {"first_divergence": diverge, "total": total, "offset": offset,
-            "rows": [dict(zip(keys, r)) for r in rows]}  # fmt: skip
+            "rows": [dict(zip(keys, r)) for r in rows],
+            "over_time": _diff_bins(db, a, base)}  # fmt: skip
+
+
+def _diff_bins(db, source: str, base: str, bins: int = 40) -> list[dict]:
+    """Where the two runs' request outcomes differ over the run: per bin of global event
+    index, how many requests only A hits entirely and how many only B does."""
+    lo, hi = db.execute(f"SELECT min(event), max(event) + 1 FROM {source}").fetchone()
+    if lo is None:
+        return []
+    width = max((hi - lo) / bins, 1.0)
+    got = db.execute(f"""SELECT CAST(floor((event - ?) / ?) AS BIGINT) AS b,
+                                count(*) FILTER (a_ok), count(*) FILTER (b_ok)
+                         FROM ({base}) GROUP BY b""", [lo, width]).fetchall()  # fmt: skip
+    counts = {int(b): (int(x), int(y)) for b, x, y in got}
+    n = min(bins, int(math.ceil((hi - lo) / width)))
+    return [{"start": lo + k * width, "end": min(lo + (k + 1) * width, hi),
+             "a_only": counts.get(k, (0, 0))[0], "b_only": counts.get(k, (0, 0))[1]}
+            for k in range(n)]  # fmt: skip
 
 
 def item_at(run: Prepared, item_id: str) -> dict:

@@ -224,6 +224,10 @@ def _influence(state, p):
     return queries.influence(state.prepared(p.get("run", "")), int_param(p, "request", -1))
 
 
+def _item(state, p):
+    return queries.item_view(state.prepared(p.get("run", "")), p.get("item", ""))
+
+
 def _diff(state, p):
     from memlens.ui.runs import run_identity
 
@@ -263,6 +267,7 @@ READS = {
     "graph": _read(_paged("graph")),
     "requests": _read(_paged("requests_page")),
     "influence": _read(_influence),
+    "item": _read(_item),
     "diff": _read(_diff),
     "feedback": _read(_feedback_rows, with_session=True),
 }

@@ -125,7 +125,8 @@ def _listed(base: Path, folder: Path) -> dict:
     return {"run": folder.relative_to(base).as_posix() or ".", "source": "local",
             "mtime": os.stat(folder / "metrics.json").st_mtime,
             "policy": ident["policy"], "budget": ident["budget"],
-            "trace_sha256": ident["trace"].get("sha256"), "hit_rate": ident["hit_rate"]}  # fmt: skip
+            "trace_sha256": ident["trace"].get("sha256"), "hit_rate": ident["hit_rate"],
+            "trace": PurePosixPath(str(ident["trace"].get("path", ""))).name}  # fmt: skip
 
 
 def local_runs(root: Path, problems: list | None = None) -> list[dict]:
@@ -195,5 +196,6 @@ def mlflow_runs(uri: str | None, root: Path) -> tuple[list[dict], str | None]:
                     "source": "mlflow", "mlflow_run_id": r.info.run_id,
                     "name": r.info.run_name, "policy": r.data.params.get("policy"),
                     "budget": r.data.params.get("budget"),
+                    "trace": PurePosixPath(str(r.data.params.get("trace", ""))).name or None,
                     "hit_rate": r.data.metrics.get("hit_rate")})  # fmt: skip
     return out, None
