@@ -65,14 +65,15 @@ def _went_out(run: Prepared, item: int, item_id: str, before: int) -> tuple[dict
         text = f"{item_id}: its write at event {event} was declined ({reason}), to {tier}"
     else:
         why = f"{reason}: {cause}" if cause else reason
-        text = f"{item_id} evicted at event {event} ({why}), value {_fmt(value)}, to {tier}"
+        text = f"{item_id} evicted at event {event} ({why}){_valued(value)}, to {tier}"
     return _step(run, kind, event, item, item_id, text, value, reason=reason,
                  cause_item_id=cause), rows[0]  # fmt: skip
 
 
-def _fmt(v) -> str:
+def _valued(v) -> str:
+    """``, value 0.6`` (nothing for a policy that keeps no values)."""
     v = _num(v)
-    return "–" if v is None else f"{v:.4g}"
+    return "" if v is None else f", value {v:.4g}"
 
 
 def _last_use(run: Prepared, item: int, item_id: str, before: int) -> dict:
@@ -104,7 +105,7 @@ def _came_in(run: Prepared, cause_id: str, event: int, out_seq: int) -> tuple[li
     verb = {"demand_fetch": "fetched back after a miss", "pinned": "pinned",
             "retrieval_promotion": "promoted by retrieval"}.get(reason, "written and admitted")  # fmt: skip
     steps = [_step(run, kind, event, cause, cause_id,
-                   f"made room for {cause_id}, {verb} at event {event}, value {_fmt(value)}",
+                   f"made room for {cause_id}, {verb} at event {event}{_valued(value)}",
                    value, reason=reason)]  # fmt: skip
     for parent_id in parents or []:
         parent = _item(run, parent_id)
