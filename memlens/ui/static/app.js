@@ -177,8 +177,9 @@ function graphTraces(d) {
     hit ? "need: hit" : "need: miss", { color: hit ? "#2b8a3e" : "#c92a2a", dash: hit ? "solid" : "dot" });
   const derived = lines(d.derived.map(e => [ipos.get(e.parent), ipos.get(e.child)]), "derived from", { color: "#888", dash: "dash" });
   const items = tier => {
-    const list = d.items.filter(i => (i.tier ?? "new") === tier);
-    return { type: "scatter", mode: "markers", name: `item (${tierName(tier)} when needed)`, marker: { size: 10, color: TIER_COLORS[tier] },
+    const list = d.items.filter(i => (i.tier ?? "none") === tier);
+    const name = tier === "none" ? "item (not needed on this page)" : `item (${tierName(tier)} when needed)`;
+    return { type: "scatter", mode: "markers", name, marker: { size: 10, color: TIER_COLORS[tier] ?? "#bbb", symbol: tier === "none" ? "circle-open" : "circle" },
       x: list.map(i => ipos.get(i.item)[0]), y: list.map(i => ipos.get(i.item)[1]),
       text: list.map(i => `${esc(short(i.item_id, 30))} (written at event ${i.event})`), customdata: list.map(i => ["item", i.item_id]),
       hovertemplate: "%{text}<extra></extra>" };
@@ -187,7 +188,7 @@ function graphTraces(d) {
     x: d.requests.map(r => r.t), y: d.requests.map(r => rpos.get(r.request)[1]),
     text: d.requests.map(r => `${esc(short(r.request_id, 30))} (event ${r.event})`), customdata: d.requests.map(r => ["request", r.request]),
     hovertemplate: "%{text}<extra></extra>" };
-  const tiers = ["wm", "stc", "lts", "new"].filter(t => d.items.some(i => (i.tier ?? "new") === t));
+  const tiers = ["wm", "stc", "lts", "new", "none"].filter(t => d.items.some(i => (i.tier ?? "none") === t));
   return { traces: [need(true), need(false), derived, reqs, ...tiers.map(items)], streams };
 }
 
