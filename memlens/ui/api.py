@@ -259,6 +259,10 @@ def _feedback_rows(state, p, session):
                      for i, r in rows]}  # fmt: skip
 
 
+def _train_status(state, p):
+    return state.trains.view(int_param(p, "job", -1))
+
+
 READS = {
     "runs": _read(_runs),
     "summary": _read(_summary),
@@ -270,6 +274,7 @@ READS = {
     "item": _read(_item),
     "diff": _read(_diff),
     "feedback": _read(_feedback_rows, with_session=True),
+    "train": _read(_train_status),
 }
 
 
@@ -372,5 +377,23 @@ def _what_if(state, body, session):
     return {**out, "scope": scope, "ids": [i for i, _r in rows]}
 
 
+def _train_start(state, body, session):
+    """Start ``memlens train`` on the run's trace with the store's feedback (a job to poll)."""
+    from memlens.config.store import DATA_DIR
+    from memlens.ui.runs import contained, run_identity
+    from memlens.ui.training import run_training
+
+    folder = resolve_run(state.root, body.get("run", ""))
+    with_simulated = body.get("with_simulated", True)
+    if not isinstance(with_simulated, bool):
+        raise ValueError(f"with_simulated must be true or false, got {with_simulated!r}")
+    ident = run_identity(folder)
+    roots = [state.root, folder, DATA_DIR, *state.trace_roots()]
+    trace = contained(str(ident["trace"].get("path", "")), roots, f"run {folder.name}: trace")
+    store = Path(state.cfg.feedback_store)
+    FeedbackStore(store)  # created if missing: the job reads it
+    return state.trains.start(run_training, trace, store, int(ident["budget"]), with_simulated)
+
+
 WRITES = {"feedback": _write(_add_feedback), "undo": _write(_undo),
-          "whatif": _write(_what_if)}  # fmt: skip
+          "whatif": _write(_what_if), "train": _write(_train_start)}  # fmt: skip

@@ -196,3 +196,34 @@ def test_streams_in_natural_order_per_stream_charts_and_same_trace_diffs(new_pag
     assert page.locator("#diff-chart .barlayer .point").count() >= 1
     assert "diff=multi%2Frule" in page.url
     assert page.errors == []
+
+
+@pytest.mark.slow  # trains and replays four policies (~20 s); make test-all runs it
+def test_the_train_action_makes_a_model_and_compares_it(new_page, ui):
+    """On multi/lru (three streams: one held out), a keep and a low rescore in every stream
+    from the page: the job writes a model and shows it against lru, rule and the bundled one
+    on the held-out stream (one stream: no interval, said so)."""
+    url, state = ui
+    page = new_page()
+    _open(page, url, "run=multi/lru&view=train")
+    for s in STREAMS:
+        page.fill("#iv-item", f"{s}/a")
+        page.select_option("#iv-action", "pin")
+        page.click("#intervene button[type=submit]")
+        page.locator("#iv-result", has_text=f"keep of {s}/a").wait_for()
+        page.fill("#iv-item", f"{s}/b")
+        page.select_option("#iv-action", "rescore")
+        page.fill("#iv-value", "0.1")
+        page.click("#intervene button[type=submit]")
+        page.locator("#iv-result", has_text=f"value of {s}/b").wait_for()
+    page.uncheck("#train-simulated")
+    page.click("[data-testid=train-run]")
+    page.wait_for_selector("body[data-train='done']", timeout=240000)
+    policies = [r.get_attribute("data-policy") for r in page.locator("#train-result tbody tr").all()]
+    assert policies == ["new", "lru", "rule", "default"]
+    summary = page.text_content("#train-summary")
+    model = Path(summary.split("model from")[1].split(": ")[1].split(";")[0])
+    assert model.is_file() and model.with_suffix(".json").is_file()
+    assert "n<5" in page.text_content("#train-result")
+    assert any("fitting" in t for t in page.locator("#train-progress li").all_text_contents())
+    assert page.errors == []

@@ -11,7 +11,7 @@ const TIER_COLORS = { wm: "#2b8a3e", stc: "#e8a317", lts: "#5c7cfa", new: "#bbb"
 const TIER_NAMES = { wm: "working memory", stc: "short-term cache", lts: "long-term store", new: "not yet written" };
 const URL_KEYS = ["run", "view", "stream", "request", "item", "diff"];
 const VIEWS = { runs: "picker", timeline: "timeline-view", heatmap: "heatmap-view", graph: "graph-view",
-  request: "influence-view", item: "item-view", whatif: "interventions-view", diff: "diff-view" };
+  request: "influence-view", item: "item-view", whatif: "interventions-view", diff: "diff-view", train: "train-view" };
 const CHART_CONFIG = { displaylogo: false, responsive: true, displayModeBar: false };
 let RUN = null, SUMMARY = null, RUNS = [];
 const S = {};  // the URL's state
@@ -438,6 +438,39 @@ async function drawDiff() {
   } catch (e) { p.textContent = `diff refused: ${e.message}`; mark("diff", "error"); }
 }
 
+// ---------------------------------------------------------------- train
+function ivCell(iv) {
+  if (!iv || iv.estimate === null || iv.estimate === undefined) return "–";
+  return iv.low === undefined || iv.low === null ? `${fmt(iv.estimate)} (${iv.note ?? "no interval"})` : `${fmt(iv.estimate)} [${fmt(iv.low)}, ${fmt(iv.high)}]`;
+}
+
+async function trainRun() {
+  mark("train", "running");
+  const list = clear("#train-progress"), tb = clear("#train-result tbody");
+  const summary = document.getElementById("train-summary");
+  summary.textContent = "";
+  try {
+    let job = await post("train", { run: RUN, with_simulated: document.getElementById("train-simulated").checked });
+    while (job.state === "running") {
+      list.replaceChildren(...job.progress.map(t => el("li", t)));
+      await new Promise(r => setTimeout(r, 500));
+      job = await get("train", { job: job.id });
+    }
+    list.replaceChildren(...job.progress.map(t => el("li", t)));
+    if (job.state !== "done") throw new Error(job.error);
+    const r = job.result;
+    summary.textContent = `new model from ${r.n_feedback} feedback rows: ${r.model}; held-out streams: ${r.test_streams.join(", ")}; to use it: ${r.use}`;
+    for (const block of r.test) {
+      for (const [name, iv] of Object.entries(block.hit_rate)) {
+        const tr = row(tb, [block.budget, name === "new" ? "new model" : name === "default" ? "bundled model (old)" : name, ivCell(iv),
+          name === "new" ? "" : ivCell(block.new_minus[name])]);
+        tr.dataset.policy = name;
+      }
+    }
+    mark("train", "done");
+  } catch (e) { summary.textContent = `training refused: ${e.message}`; mark("train", "error"); }
+}
+
 // ---------------------------------------------------------------- runs and the URL state
 async function openRun(name, wanted = {}) {
   RUN = name;
@@ -524,6 +557,7 @@ async function init() {
   document.getElementById("undo").addEventListener("click", () => undo());
   document.getElementById("whatif").addEventListener("click", whatIf);
   document.getElementById("diff-go").addEventListener("click", drawDiff);
+  document.getElementById("train").addEventListener("click", trainRun);
   window.addEventListener("popstate", () => applyUrl(readUrl()));
   await applyUrl(readUrl());
 }
