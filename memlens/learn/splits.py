@@ -28,14 +28,15 @@ ENTRY_KEYS = ("trace", "archetype", "seed", "generated_streams", "events_per_str
 
 
 def split_argument(argv: list[str]) -> list[str]:
-    """``split=<a YAML file>`` -> ``split=file split.file=<it>``; ``split=<a trace file>`` ->
+    """``split=<a YAML file>`` -> ``split=file split.file=<it>`` (a missing one too: reading
+    it says so, naming it); ``split=<a trace file>`` ->
     ``split=auto split.auto_trace=<it>``; anything else unchanged (a bundled split's name)."""
     out = []
     for arg in argv:
         key, _, value = arg.partition("=")
         path = Path(value)
-        if key == "split" and value.endswith(SPLIT_SUFFIXES) and path.is_file():
-            out += ["split=file", f"split.file={path.resolve()}"]
+        if key == "split" and value.endswith(SPLIT_SUFFIXES):  # no bundled name ends so
+            out += ["split=file", f"split.file={path.resolve() if path.is_file() else value}"]
         elif key == "split" and value.endswith(TRACE_SUFFIXES) and path.is_file():
             out += ["split=auto", f"split.auto_trace={path.resolve()}"]
         else:
