@@ -90,7 +90,9 @@ def _last_use(run: Prepared, item: int, item_id: str, before: int) -> dict:
                  f"{item_id} never needed since its write at event {wrote}")  # fmt: skip
 
 
-def _came_in(run: Prepared, cause_id: str, event: int, out_seq: int) -> tuple[list[dict], int | None]:
+def _came_in(
+    run: Prepared, cause_id: str, event: int, out_seq: int
+) -> tuple[list[dict], int | None]:
     """Steps for the item an eviction made room for: its admission (or fetch, or pin) at
     ``event`` with its value, and what it was derived from; and, when it came back after a
     miss of its own, the event of that miss (the chain goes on from there)."""

@@ -41,31 +41,30 @@ def _policy(name: str, model, tuned: dict):
     return make_policy(name)
 
 
-def heldout_parts(model, tuned: dict, sels, budget: int, progress=None) -> dict[str, tuple]:
-    """Per policy (new and each baseline), the hit rate's parts over every test stream."""
-    from memlens.learn.train import load_selection
+def heldout_parts(model, tuned: dict, tests, budget: int, progress=None) -> dict[str, tuple]:
+    """Per policy (new and each baseline), the hit rate's parts over every test stream;
+    ``tests``: (trace, stream mask, label) of each test entry."""
     from memlens.simulator import simulate
 
     parts: dict[str, list] = {name: [] for name in ("new", *BASELINES)}
-    for sel in sels:
-        trace, mask = load_selection(sel)
+    for trace, mask, label in tests:
         for name in parts:
             if progress is not None:
-                progress(f"test split: {name} at budget {budget} on {sel.label()}")
+                progress(f"test split: {name} at budget {budget} on {label}")
             res = simulate(trace, _policy(name, model, tuned), budget, progress=False)
             parts[name].append(stream_parts(trace, mask, res.need_hit))
     return {name: (np.concatenate([p[0] for p in got]), np.concatenate([p[1] for p in got]))
             for name, got in parts.items()}  # fmt: skip
 
 
-def score_test_split(model, tuned: dict, sels, budgets, stats: StatsConfig | None = None,
+def score_test_split(model, tuned: dict, tests, budgets, stats: StatsConfig | None = None,
                      progress=None) -> list[dict]:  # fmt: skip
     """Per budget: each policy's hit rate (with its interval) and the new model's paired
     difference to each baseline."""
     stats = stats or StatsConfig()
     out = []
     for b in budgets:
-        parts = heldout_parts(model, tuned, sels, b, progress)
+        parts = heldout_parts(model, tuned, tests, b, progress)
         out.append({
             "budget": int(b), "streams": int(parts["new"][0].size),
             "hit_rate": {name: interval(p, stats).to_dict() for name, p in parts.items()},

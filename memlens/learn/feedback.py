@@ -192,7 +192,9 @@ class FeedbackStore:
             raise FeedbackError("row", f"feedback row 0: not a Feedback, got {row!r}")
         norm = _checked(row)
         values = tuple(norm[c] if c in norm else getattr(row, c) for c in COLUMNS)
-        sql = f"INSERT INTO feedback ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
+        sql = (
+            f"INSERT INTO feedback ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
+        )
         with self._connect() as db:
             db.execute("BEGIN IMMEDIATE")
             try:

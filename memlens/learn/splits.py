@@ -44,19 +44,20 @@ def split_argument(argv: list[str]) -> list[str]:
     return out
 
 
-def read_split_file(path: str):
-    """(name, description, train, test) of a split file; a :class:`ValueError` naming the
-    file, the entry and the field otherwise."""
+def read_split_file(path: str, entry_type):
+    """(name, description, train, test) of a split file, each entry an ``entry_type``
+    (``memlens.learn.train.TraceSel``, passed in: that module imports this one); a
+    :class:`ValueError` naming the file, the entry and the field otherwise."""
     import yaml
     from omegaconf import OmegaConf
-
-    from memlens.learn.train import TraceSel
 
     where = Path(path)
     try:
         raw = OmegaConf.to_container(OmegaConf.load(where), resolve=True)
     except (OSError, yaml.YAMLError, ValueError) as exc:
-        raise ValueError(f"split file {where}: cannot be read ({str(exc).splitlines()[0]})") from None
+        raise ValueError(
+            f"split file {where}: cannot be read ({str(exc).splitlines()[0]})"
+        ) from None
     if not isinstance(raw, dict):
         raise ValueError(f"split file {where}: not a mapping (keys: name, train, test)")
     unknown = sorted(set(raw) - {"name", "description", "train", "test"})
@@ -68,10 +69,15 @@ def read_split_file(path: str):
         entries = raw.get(side) or []
         if not isinstance(entries, list):
             raise ValueError(f"split file {where}: {side} must be a list of entries")
-        sides[side] = [_entry(where, side, k, e, TraceSel) for k, e in enumerate(entries)]
+        sides[side] = [_entry(where, side, k, e, entry_type) for k, e in enumerate(entries)]
     if not sides["train"]:
         raise ValueError(f"split file {where}: train lists no trace")
-    return str(raw.get("name") or where.stem), str(raw.get("description") or ""), sides["train"], sides["test"]
+    return (
+        str(raw.get("name") or where.stem),
+        str(raw.get("description") or ""),
+        sides["train"],
+        sides["test"],
+    )
 
 
 def _entry(where: Path, side: str, k: int, entry, cls):
@@ -97,9 +103,9 @@ def _entry(where: Path, side: str, k: int, entry, cls):
         raise ValueError(f"{at}: {exc}") from None
 
 
-def split_by_stream(trace_path: str, test_share: float, seed: int = 0):
-    """(train, test) entries of one trace: a seeded ``test_share`` of its streams tests."""
-    from memlens.learn.train import TraceSel
+def split_by_stream(trace_path: str, test_share: float, seed: int, entry_type):
+    """(train, test) entries (``entry_type``) of one trace: a seeded ``test_share`` of its
+    streams tests."""
     from memlens.trace.cache import load_trace_cached
 
     if not 0 < test_share < 1:
@@ -114,4 +120,5 @@ def split_by_stream(trace_path: str, test_share: float, seed: int = 0):
     held = set(np.random.default_rng(seed).permutation(len(names))[:n_test].tolist())
     test = [n for k, n in enumerate(names) if k in held]
     train = [n for k, n in enumerate(names) if k not in held]
-    return [TraceSel(trace=trace_path, streams=train)], [TraceSel(trace=trace_path, streams=test)]
+    return ([entry_type(trace=trace_path, streams=train)],
+            [entry_type(trace=trace_path, streams=test)])  # fmt: skip

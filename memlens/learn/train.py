@@ -90,11 +90,13 @@ class SplitConfig:
         if self.file is not None:
             from memlens.learn.splits import read_split_file
 
-            self.name, self.description, self.train, self.test = read_split_file(self.file)
+            self.name, self.description, self.train, self.test = read_split_file(self.file,
+                                                                                 TraceSel)  # fmt: skip
         elif self.auto_trace is not None:
             from memlens.learn.splits import split_by_stream
 
-            self.train, self.test = split_by_stream(self.auto_trace, self.test_share, self.seed)
+            self.train, self.test = split_by_stream(self.auto_trace, self.test_share, self.seed,
+                                                    TraceSel)  # fmt: skip
 
 
 @dataclass
@@ -459,8 +461,8 @@ def score_test(est: ValueScorer, chosen: dict, cfg: TrainConfig, metrics: dict,
     from memlens.learn.evaluate import score_test_split
 
     t0 = time.perf_counter()
-    scored = score_test_split(as_model(est), chosen, cfg.split.test, cfg.budgets,
-                              progress=progress)  # fmt: skip
+    tests = [(*load_selection(sel), sel.label()) for sel in cfg.split.test]
+    scored = score_test_split(as_model(est), chosen, tests, cfg.budgets, progress=progress)
     for name, iv in scored[0]["hit_rate"].items():
         if iv["estimate"] is not None:
             metrics[f"test_hit_rate_{name}"] = float(iv["estimate"])

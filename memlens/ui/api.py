@@ -25,6 +25,7 @@ from starlette.responses import (
 
 from memlens.analyze import queries
 from memlens.learn.feedback import FeedbackError, FeedbackStore
+from memlens.ui.interventions import intervene, scoped_rows, undo
 from memlens.ui.runs import RunAccessError, RunFileError, local_runs, mlflow_runs, resolve_run
 from memlens.ui.state import (
     CSP,
@@ -37,7 +38,6 @@ from memlens.ui.state import (
     json_safe,
     origin_allowed,
 )
-from memlens.ui.interventions import intervene, scoped_rows, undo
 from memlens.ui.whatif import feedback_row, what_if
 
 #: Deepest nesting of a request body's JSON (an intervention is a flat object).

@@ -74,7 +74,9 @@ def undo(store: FeedbackStore, sessions: SessionRows, session: str, trace_sha256
                 if i in {k for k, _r in store.entries(trace_sha256, "person")}]  # fmt: skip
         if row_id is None:
             if not mine:
-                raise ValueError("nothing to undo: this session added no intervention to this trace")
+                raise ValueError(
+                    "nothing to undo: this session added no intervention to this trace"
+                )
             row_id = mine[-1]
         elif row_id not in {k for k, _r in store.entries(trace_sha256, "person")}:
             raise KeyError(f"intervention {row_id}: no such person row about this run's trace")

@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 
 from memlens.analyze.prepared import Prepared, PreparedCache
 from memlens.ui.interventions import SessionRows
-from memlens.ui.training import TrainJobs
 from memlens.ui.runs import RunAccessError, RunFileError, first_line, run_file
+from memlens.ui.training import TrainJobs
 
 STATIC = Path(__file__).parent / "static"
 TOKEN_HEADER = "x-memlens-token"

@@ -87,7 +87,9 @@ def _quoted(path: Path) -> str:
     return "'" + str(path).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def run_training(job: dict, trace_path: Path, store: Path, budget: int, with_simulated: bool) -> dict:
+def run_training(
+    job: dict, trace_path: Path, store: Path, budget: int, with_simulated: bool
+) -> dict:
     """Train, write the model, and return what the page shows (the held-out comparison)."""
     from memlens.learn.train import train
     from memlens.scorer.model import save_model

@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memlens.learn.splits import read_split_file, split_argument, split_by_stream
+from memlens.learn.train import TraceSel
 from memlens.trace.io import write_trace
 from memlens.ui.sample import multi_stream_events
 
@@ -48,7 +49,7 @@ def test_a_split_file_is_read_with_traces_beside_it(trace_path, tmp_path):
     path = tmp_path / "mine.yaml"
     path.write_text("name: mine\ntrain:\n  - trace: t.jsonl\n    streams: [agent0, agent1]\n"
                     "test:\n  - trace: t.jsonl\n    streams: [agent2]\n")  # fmt: skip
-    name, _desc, train, test = read_split_file(str(path))
+    name, _desc, train, test = read_split_file(str(path), TraceSel)
     assert name == "mine" and train[0].trace == str((tmp_path / "t.jsonl").resolve())
     assert (train[0].streams, test[0].streams) == (["agent0", "agent1"], ["agent2"])
 
@@ -67,24 +68,30 @@ def test_a_bad_split_file_names_file_entry_and_field(trace_path, tmp_path, text,
     path = tmp_path / "bad.yaml"
     path.write_text(text)
     with pytest.raises(ValueError) as info:
-        read_split_file(str(path))
+        read_split_file(str(path), TraceSel)
     assert str(path) in str(info.value) and words in str(info.value)
 
 
 def test_the_split_by_stream_is_seeded_disjoint_and_covering(trace_path):
-    train, test = split_by_stream(str(trace_path), 0.25)
+    train, test = split_by_stream(str(trace_path), 0.25, 0, TraceSel)
     held, kept = test[0].streams, train[0].streams
     assert len(held) == 3 and not set(held) & set(kept) and set(held) | set(kept) == set(STREAMS)
-    assert split_by_stream(str(trace_path), 0.25)[1][0].streams == held  # same seed, same split
-    assert len(split_by_stream(str(trace_path), 0.01)[1][0].streams) == 1  # never empty
-    assert len(split_by_stream(str(trace_path), 0.99)[0][0].streams) == 1  # train never empty
+    assert (
+        split_by_stream(str(trace_path), 0.25, 0, TraceSel)[1][0].streams == held
+    )  # same seed, same split
+    assert (
+        len(split_by_stream(str(trace_path), 0.01, 0, TraceSel)[1][0].streams) == 1
+    )  # never empty
+    assert (
+        len(split_by_stream(str(trace_path), 0.99, 0, TraceSel)[0][0].streams) == 1
+    )  # train never empty
 
 
 def test_one_stream_cannot_be_split(tmp_path):
     path = tmp_path / "one.jsonl"
     write_trace(path, multi_stream_events(["solo"]))
     with pytest.raises(ValueError, match="one stream only"):
-        split_by_stream(str(path), 0.25)
+        split_by_stream(str(path), 0.25, 0, TraceSel)
 
 
 @pytest.mark.slow  # a memlens train process: fit, tune and four test replays (~25 s)

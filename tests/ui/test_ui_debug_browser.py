@@ -219,7 +219,9 @@ def test_the_train_action_makes_a_model_and_compares_it(new_page, ui):
     page.uncheck("#train-simulated")
     page.click("[data-testid=train-run]")
     page.wait_for_selector("body[data-train='done']", timeout=240000)
-    policies = [r.get_attribute("data-policy") for r in page.locator("#train-result tbody tr").all()]
+    policies = [
+        r.get_attribute("data-policy") for r in page.locator("#train-result tbody tr").all()
+    ]
     assert policies == ["new", "lru", "rule", "default"]
     summary = page.text_content("#train-summary")
     model = Path(summary.split("model from")[1].split(": ")[1].split(";")[0])

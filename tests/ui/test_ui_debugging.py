@@ -18,7 +18,12 @@ from memlens.learn.feedback import Feedback, FeedbackStore
 from memlens.testing import rq, w
 from memlens.trace.io import write_trace
 from memlens.ui.interventions import SessionRows, intervene, scoped_rows, undo
-from memlens.ui.sample import make_sample_runs, multi_stream_events, tradeoff_events, write_run_folder
+from memlens.ui.sample import (
+    make_sample_runs,
+    multi_stream_events,
+    tradeoff_events,
+    write_run_folder,
+)
 from memlens.ui.server import UiConfig
 from memlens.ui.whatif import what_if
 
