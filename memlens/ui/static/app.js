@@ -10,6 +10,7 @@ const totals = { timeline: 0, heatmap: 0, graph: 0 };
 const TIER_COLORS = { wm: "#2b8a3e", stc: "#e8a317", lts: "#5c7cfa", new: "#bbb" };
 const TIER_NAMES = { wm: "working memory", stc: "short-term cache", lts: "long-term store", new: "not yet written" };
 const URL_KEYS = ["run", "view", "stream", "request", "item", "diff"];
+const ALL_STREAMS = "*";  // the URL's stream for "all streams"
 const VIEWS = { runs: "picker", timeline: "timeline-view", heatmap: "heatmap-view", graph: "graph-view",
   request: "influence-view", item: "item-view", whatif: "interventions-view", diff: "diff-view", train: "train-view" };
 const CHART_CONFIG = { displaylogo: false, responsive: true, displayModeBar: false };
@@ -482,13 +483,14 @@ async function openRun(name, wanted = {}) {
   const sel = document.getElementById("stream");
   sel.replaceChildren(el("option", "all streams")); sel.firstChild.value = "";
   for (const st of streams) { const o = el("option", st); o.value = st; sel.appendChild(o); }
-  let pick = wanted.stream ?? streams[0] ?? "";
-  if (wanted.stream && !streams.includes(wanted.stream) && wanted.stream !== "") {
+  // "*" in a link: all streams (the filter's first entry); none: the first stream
+  let pick = wanted.stream === ALL_STREAMS ? "" : (wanted.stream ?? streams[0] ?? "");
+  if (wanted.stream && wanted.stream !== ALL_STREAMS && !streams.includes(wanted.stream)) {
     linkError(`this link names stream "${wanted.stream}", which run ${name} does not have; showing ${streams[0]}`);
     pick = streams[0] ?? "";
   }
   sel.value = pick;
-  setUrl({ run: name, stream: pick }, false);
+  setUrl({ run: name, stream: pick || ALL_STREAMS }, false);
   const id = s.identity;
   document.getElementById("run-info").textContent = `${id.policy} @ ${id.budget} tokens · ${s.rows} log rows · ${s.items} items · ${s.requests} requests · ${streams.length} stream(s) · hit rate ${fmt(id.hit_rate)}`;
   fillDiffTargets();
@@ -540,7 +542,7 @@ async function init() {
   }
   sel.addEventListener("change", () => { setUrl({ run: sel.value, stream: null, request: null, item: null, diff: null }); applyUrl({ ...S }); });
   document.getElementById("stream").addEventListener("change", () => {
-    for (const v in offsets) offsets[v] = 0; setUrl({ stream: stream() }); mark("page", "loading"); redraw(); });
+    for (const v in offsets) offsets[v] = 0; setUrl({ stream: stream() || ALL_STREAMS }); mark("page", "loading"); redraw(); });
   for (const pager of document.querySelectorAll(".pager")) {
     const view = pager.dataset.view;
     const draw = { timeline: drawTimeline, heatmap: drawHeatmap, graph: drawGraph }[view];
