@@ -170,3 +170,39 @@ def test_the_what_if_interval_is_paired_over_streams(tmp_path):
     assert iv["n_streams"] == 6 and 0 <= iv["low"] <= 0.25 <= iv["high"] <= 0.5
     assert [c["request_id"] for c in d["changed"]] == [f"{s}/r1" for s in streams[:3]]
     assert all(c["gained"] for c in d["changed"])
+
+
+# ------------------------------------------------------------------ item view, graph, diff
+def test_the_item_view_has_the_moves_and_needs_of_a(tradeoff):
+    run = Prepared(tradeoff / "lru" / "events.parquet")
+    d = queries.item_view(run, "a")
+    assert (d["stream"], d["event"], d["tokens"]) == ("agent", 0, 1)
+    moves = [(m["event"], m["kind"], m["tier_after"], m["reason"], m["cause_item_id"])
+             for m in d["moves"]]  # fmt: skip
+    assert moves == [
+        (0, "admit", "wm", "admitted", None),
+        (3, "evict", "stc", "room_for_write", "c"),
+    ]
+    assert [(n["request_id"], n["kind"], n["tier"]) for n in d["needs"]] == [("r1", "miss", "stc")]
+    with pytest.raises(KeyError, match="no such item"):
+        queries.item_view(run, "zz")
+
+
+def test_the_graph_places_nodes_by_stream_and_time(tradeoff):
+    run = Prepared(tradeoff / "lru" / "events.parquet")
+    g = queries.graph(run, "agent")
+    assert [(r["request_id"], r["t"]) for r in g["requests"]] == [("r0", 2.0), ("r1", 4.0),
+                                                                  ("r2", 5.0)]  # fmt: skip
+    items = {i["item_id"]: (i["t"], i["tier"]) for i in g["items"]}
+    # b needed twice from working memory, a missed from the short-term cache, c only derived
+    assert items == {"b": (1.0, "wm"), "a": (0.0, "stc"), "c": (3.0, None)}
+
+
+def test_the_diff_counts_where_outcomes_differ_over_time(tradeoff):
+    """lru vs rule on the tradeoff trace: rule declines c, so only rule hits r1 (event 4)."""
+    d = queries.diff(tradeoff / "lru" / "events.parquet", tradeoff / "rule" / "events.parquet")
+    assert [r["request_id"] for r in d["rows"]] == ["r1"]
+    busy = [
+        (b["start"], b["a_only"], b["b_only"]) for b in d["over_time"] if b["a_only"] or b["b_only"]
+    ]
+    assert busy == [(4.0, 0, 1)] and sum(b["b_only"] for b in d["over_time"]) == d["total"] == 1
