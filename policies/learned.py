@@ -42,6 +42,7 @@ import math
 from collections.abc import Callable
 from functools import cached_property
 from heapq import heapify, heappop, heappush
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -54,6 +55,7 @@ from memlens.scorer.decision_features import (
     ANCHOR_OTHER,
     ANCHOR_WRITE,
     COLUMN,
+    FEATURE_NAMES,
     TIER_LOWER,
     context,
     decision_features,
@@ -61,7 +63,8 @@ from memlens.scorer.decision_features import (
     default_tier,
     set_budget,
 )
-from memlens.scorer.model import CompiledForest, LearnedModel, load_model
+from memlens.scorer.model import DEFAULT_MODEL, CompiledForest, LearnedModel, load_model
+from memlens.scorer.ranges import RangeTracker, training_ranges, warn_bundled_outside
 from memlens.trace.model import ANNOTATE, PIN, UNPIN, Trace
 
 if TYPE_CHECKING:  # the estimator imports scikit-learn: only online retraining needs it
@@ -134,6 +137,7 @@ class AnchorTable:
         every budget, in place and as missed in one pass (``CompiledForest.raw_pair``)."""
         pts, n = self.points, len(self.points)
         out = {int(b): (np.empty(n), np.empty(n)) for b in budgets}
+        self.seen = RangeTracker(len(FEATURE_NAMES))  # what the bundled model's check reads
         moved = np.zeros(n, np.bool_)
         moved[self.need_rows] = True
         for a in range(0, n, FEATURE_BLOCK):
@@ -142,6 +146,7 @@ class AnchorTable:
                  else decision_features(self.trace, pts.item[s], pts.event[s], self.tier[s], 1))  # fmt: skip
             for b, (main, miss) in out.items():
                 set_budget(self.trace, pts.item[s], pts.event[s], X, b)
+                self.seen.add(X)
                 main[s], miss[s] = forest.raw_pair(X, moved[s], COLUMN["tier"], TIER_LOWER)
         return out
 
@@ -195,7 +200,18 @@ def anchor_key_arrays(trace: Trace, model: LearnedModel, budget: int, decay: flo
         for b, (main, miss) in table.raw_blocks(model.forest, budgets).items():
             cache[("keys", model.sha256, b, float(decay), float(size))] = _keys(
                 table, main, miss, decay, size)  # fmt: skip
+        if is_bundled(model):
+            outside = table.seen.outside(training_ranges(model.text))
+            warn_bundled_outside(outside, str(trace.source))
     return cache[key]
+
+
+def is_bundled(model: LearnedModel) -> bool:
+    """Is ``model`` the bundled default model (the one that warns about unseen features)?"""
+    try:
+        return Path(model.source).resolve() == DEFAULT_MODEL.resolve()
+    except (OSError, ValueError):
+        return False
 
 
 def anchor_keys(trace: Trace, model: LearnedModel, budget: int, decay: float,

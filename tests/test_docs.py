@@ -118,7 +118,7 @@ def _stand_in_files(argv: tuple[str, ...], where: Path) -> None:
     for arg in argv:
         key, _, value = arg.partition("=")
         key = key.lstrip("+")
-        if key not in ("trace", "traces", "policy.model"):
+        if key not in ("trace", "traces", "policy.model", "split"):
             continue
         for name in value.strip("[]").split(","):
             path = where / name
@@ -130,7 +130,7 @@ def _stand_in_files(argv: tuple[str, ...], where: Path) -> None:
             elif key == "policy.model" and name.endswith(".txt"):
                 shutil.copyfile(models / "default_learned.txt", path)
                 shutil.copyfile(models / "default_learned.json", path.with_suffix(".json"))
-            elif name.endswith(TRACE_SUFFIXES):
+            elif name.endswith(TRACE_SUFFIXES):  # a trace, or split=TRACE (split by stream)
                 shutil.copyfile(DATA_DIR / "default" / "agent-small.jsonl.gz", path)
 
 
@@ -155,6 +155,10 @@ def _validate(command: Command, capsys) -> str | None:
     checks = {"simulate": check_simulate, "compare": check_compare,
               "recommend": check_recommend, "train": check_train, "tune": check_tune}  # fmt: skip
     name, rest = command.argv[1], list(command.argv[2:])
+    if name == "train":  # as memlens.cli.main does: split=FILE or split=TRACE
+        from memlens.learn.splits import split_argument
+
+        rest = split_argument(rest)
     if name in ("compare", "recommend"):
         try:
             rest = policy_overrides_to_list(rest)

@@ -14,7 +14,8 @@ Tables (each column typed plainly; dictionary columns become VARCHAR):
 * ``needs``: hit and miss rows (in file order, which is request order); ``reqs``: one row per request (needs,
   misses, whether every need hit, ``rank`` within the stream);
 * ``vals``: rows carrying a value, by (item, seq); ``scored``: the items having one, ranked;
-* ``times``: event -> trace time.
+* ``times``: event -> trace time, its stream and ``local`` (the event's position among its
+  stream's events: the per-stream views' axis).
 
 The server keeps a few of these per process (:class:`PreparedCache`), keyed by the file's
 path, size and modification time.
@@ -69,7 +70,11 @@ _TABLES = (
               row_number() OVER (PARTITION BY any_value(stream) ORDER BY min(seq), item) - 1
                   AS rank
        FROM vals GROUP BY item ORDER BY item""",
-    "CREATE TABLE times AS SELECT DISTINCT event, t FROM {src} ORDER BY event",
+    """CREATE TABLE times AS
+       SELECT event, t, stream,
+              row_number() OVER (PARTITION BY stream ORDER BY event) - 1 AS local
+       FROM (SELECT event, any_value(t) AS t, any_value(stream::VARCHAR) AS stream
+             FROM {src} GROUP BY event) ORDER BY event""",
 )
 
 
@@ -102,11 +107,13 @@ class Prepared:
         per_stream = dict(db.execute("SELECT stream, count(*) FROM items GROUP BY 1").fetchall())
         req_stream = dict(db.execute("SELECT stream, count(*) FROM reqs GROUP BY 1").fetchall())
         scored = dict(db.execute("SELECT stream, count(*) FROM scored GROUP BY 1").fetchall())
+        spans = {s: (lo_e, hi_e, lo_t, hi_t) for s, lo_e, hi_e, lo_t, hi_t in db.execute(
+            "SELECT stream, min(event), max(event), min(t), max(t) FROM times GROUP BY 1").fetchall()}  # fmt: skip
         return {"rows": sum(kinds.values()), "kinds": kinds, "items": sum(per_stream.values()),
                 "requests": sum(req_stream.values()), "first_event": lo or 0,
                 "last_event": hi or 0, "streams": streams, "scored": bool(scored),
                 "items_by_stream": per_stream, "requests_by_stream": req_stream,
-                "scored_by_stream": scored}  # fmt: skip
+                "scored_by_stream": scored, "stream_spans": spans}  # fmt: skip
 
 
 class PreparedCache:

@@ -15,11 +15,14 @@ stream.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
+from memlens.analyze.causes import miss_chain
 from memlens.analyze.prepared import KINDS_SQL, Prepared, parquet_source
 
 MAX_LIMIT = 500  # rows of any list the page can ask for at once
+_DIGITS = re.compile(r"(\d+)")
 
 
 def _q(run: Prepared, sql: str, params: list | None = None) -> list[tuple]:
@@ -39,8 +42,12 @@ def _limit(limit, default: int) -> int:
 
 def summary(run: Prepared) -> dict:
     """Counts by kind, items, requests, streams and the event range (computed at load)."""
-    keep = ("rows", "kinds", "items", "requests", "first_event", "last_event", "streams", "scored")
-    return {k: run.info[k] for k in keep}
+    keep = ("rows", "kinds", "items", "requests", "first_event", "last_event", "scored")
+    out = {k: run.info[k] for k in keep}
+    out["streams"] = summary_streams(run)
+    out["stream_spans"] = {k: dict(zip(("first_event", "last_event", "first_t", "last_t"), v))
+                           for k, v in run.info["stream_spans"].items()}  # fmt: skip
+    return out
 
 
 def _page(table: str, stream: str | None, offset: int, limit: int) -> tuple[str, list]:
@@ -56,37 +63,67 @@ def _total(run: Prepared, key: str, stream: str | None) -> int:
     return int(counts.get(stream, 0) if stream else sum(counts.values()))
 
 
+def natural_key(name: str) -> tuple:
+    """Sort key that puts ``agent2`` before ``agent10`` (digit runs compare as numbers)."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in _DIGITS.split(name) if p)
+
+
+def summary_streams(run: Prepared) -> list[str]:
+    return sorted(run.info["streams"], key=natural_key)
+
+
 def timeline(run: Prepared, stream: str | None = None, offset: int = 0, limit: int = 40) -> dict:
     """Items across the tiers over time, one page of items (in write order): segments (item,
-    from event, to event, tier); the last segment runs to the end of the run."""
+    from event, to event, tier, and the same ends as trace time and as the event's position in
+    its stream); the last segment runs to the end of the item's stream (of the run, without a
+    stream)."""
     limit, offset = _limit(limit, 40), max(int(offset), 0)
     where, params = _page("items", stream, offset, limit)
-    end = run.info["last_event"]
+    end = run.info["stream_spans"][stream][1] if stream in run.info["stream_spans"] else (
+        run.info["last_event"])  # fmt: skip
     rows = _q(run, f"""
         WITH page AS (SELECT item FROM items WHERE {where})
-        SELECT m.item, i.item_id, m.event, m.until_event, m.tier_after
+        SELECT m.item, i.item_id, m.event, coalesce(m.until_event, ?), m.tier_after,
+               a.t, b.t, a.local, b.local, m.until_event IS NULL
         FROM moves m JOIN page USING (item) JOIN items i USING (item)
+             JOIN times a ON a.event = m.event
+             LEFT JOIN times b ON b.event = coalesce(m.until_event, ?)
         WHERE m.item BETWEEN (SELECT min(item) FROM page) AND (SELECT max(item) FROM page)
-        ORDER BY m.item, m.seq""", params)  # fmt: skip
-    segs = [{"item": i, "item_id": iid, "start": e, "end": end if u is None else u, "tier": t}
-            for i, iid, e, u, t in rows if u is None or u > e]  # fmt: skip
+        ORDER BY m.item, m.seq""", [*params, end, end])  # fmt: skip
+    segs = [{"item": i, "item_id": iid, "start": e, "end": u, "tier": tier, "t_start": ta,
+             "t_end": ta if tb is None else tb, "local_start": la,
+             "local_end": la if lb is None else lb}
+            for i, iid, e, u, tier, ta, tb, la, lb, last in rows if last or u > e]  # fmt: skip
     return {"total_items": _total(run, "items_by_stream", stream), "offset": offset,
             "limit": limit, "segments": segs, "last_event": end}  # fmt: skip
+
+
+def _bin_range(run: Prepared, stream: str | None) -> tuple[str, int, int]:
+    """(the column binned, its first value, one past its last): a stream's views bin its own
+    events (``times.local``), the run's view the global event index."""
+    span = run.info["stream_spans"].get(stream) if stream else None
+    if span is None:
+        return "v.event", run.info["first_event"], run.info["last_event"] + 1
+    n = _q(run, "SELECT count(*) FROM times WHERE stream = ?", [stream])[0][0]
+    return "tm.local", 0, max(int(n), 1)
 
 
 def heatmap(run: Prepared, stream: str | None = None, offset: int = 0, limit: int = 30,
             bins: int = 40) -> dict:  # fmt: skip
     """Value per item x time bin (the last value recorded in the bin, carried forward), for a
-    page of scored items ordered by their first value.  Empty for policies without values."""
+    page of scored items ordered by their first value.  Empty for policies without values.
+    With a stream the bins divide that stream's own events (so rows are not flattened by the
+    other streams' events); ``bins_t`` is the trace time where each bin starts."""
     limit, offset, bins = _limit(limit, 30), max(int(offset), 0), min(max(int(bins), 1), 400)
-    lo, hi = run.info["first_event"], run.info["last_event"] + 1
+    col, lo, hi = _bin_range(run, stream)
     where, params = _page("scored", stream, offset, limit)
     rows = _q(run, f"""
         WITH page AS (SELECT item, first FROM scored WHERE {where})
         SELECT v.item, any_value(i.item_id), min(p.first),
-               least(CAST(floor((v.event - ?) * ? / ?) AS BIGINT), ? - 1) AS bin,
+               least(CAST(floor(({col} - ?) * ? / ?) AS BIGINT), ? - 1) AS bin,
                arg_max(v.value_after, v.seq)
         FROM vals v JOIN page p USING (item) JOIN items i USING (item)
+             JOIN times tm ON tm.event = v.event
         WHERE v.item BETWEEN (SELECT min(item) FROM page) AND (SELECT max(item) FROM page)
         GROUP BY v.item, bin ORDER BY 3, 1, 4""", [*params, lo, bins, hi - lo, bins])  # fmt: skip
     items: dict[int, str] = {}
@@ -104,32 +141,68 @@ def heatmap(run: Prepared, stream: str | None = None, offset: int = 0, limit: in
     edges = [lo + (hi - lo) * b / bins for b in range(bins)]
     return {"total_items": _total(run, "scored_by_stream", stream), "offset": offset,
             "items": list(items.values()), "item_index": list(items), "bins": edges,
-            "z": z}  # fmt: skip
+            "bins_t": _edge_times(run, stream, edges), "axis": "local" if col != "v.event"
+            else "event", "z": z}  # fmt: skip
+
+
+def _edge_times(run: Prepared, stream: str | None, edges: list[float]) -> list:
+    """Trace time at each bin edge (of the first event at or after it; in the stream, if any)."""
+    at = [math.ceil(x) for x in edges]
+    col, where, params = ("local", "stream = ?", [stream]) if stream else ("event", "TRUE", [])
+    rows = dict(_q(run, f"SELECT {col}, t FROM times WHERE {where} AND {col} IN (SELECT unnest(?))",
+                   [*params, at]))  # fmt: skip
+    return [_num(rows.get(x)) for x in at]
 
 
 def graph(run: Prepared, stream: str | None = None, offset: int = 0, limit: int = 20) -> dict:
-    """Requests -> the items they needed (hit or missed), for a page of requests, and the
-    derivation edges (``derived_from``) touching those items."""
+    """Requests -> the items they needed (hit or missed, with the item's tier just before the
+    request), for a page of requests, and the derivation edges (``derived_from``) touching
+    those items; every node carries its stream and trace time (the write's, the request's),
+    so the page can lay the graph out on a time axis by stream."""
     limit, offset = _limit(limit, 20), max(int(offset), 0)
     where, params = _page("reqs", stream, offset, limit)
     rows = _q(run, f"""
         WITH page AS (SELECT request FROM reqs WHERE {where})
-        SELECT n.request, n.request_id, n.event, n.item, n.item_id, n.kind
-        FROM needs n JOIN page USING (request)
+        SELECT n.request, n.request_id, n.event, n.item, n.item_id, n.kind, n.t, n.stream,
+               n.tier_before, i.t, i.event
+        FROM needs n JOIN page USING (request) JOIN items i USING (item)
         WHERE n.request BETWEEN (SELECT min(request) FROM page) AND (SELECT max(request) FROM page)
         ORDER BY n.request, n.seq""", params)  # fmt: skip
     requests, items, edges = {}, {}, []
-    for r, rid, e, i, iid, kind in rows:
-        requests.setdefault(r, {"request": r, "request_id": rid, "event": e})
-        items.setdefault(i, {"item": i, "item_id": iid})
-        edges.append({"request": r, "item": i, "hit": kind == "hit"})
+    for r, rid, e, i, iid, kind, t, st, tier, it, ie in rows:
+        requests.setdefault(r, {"request": r, "request_id": rid, "event": e, "t": t, "stream": st})
+        items[i] = {"item": i, "item_id": iid, "t": it, "event": ie, "stream": st, "tier": tier}
+        edges.append({"request": r, "item": i, "hit": kind == "hit", "tier": tier})
     derived = _derived_edges(run, list(items))
-    for d in derived:
-        for end in ("parent", "child"):
-            items.setdefault(d[end], {"item": d[end], "item_id": d[end + "_id"]})
+    missing = [d[end] for d in derived for end in ("parent", "child") if d[end] not in items]
+    for i, iid, t, e, st in _q(run, """SELECT item, item_id, t, event, stream FROM items
+                                       WHERE item IN (SELECT unnest(?))""", [missing]):  # fmt: skip
+        items[i] = {"item": i, "item_id": iid, "t": t, "event": e, "stream": st, "tier": None}
     return {"total_requests": _total(run, "requests_by_stream", stream), "offset": offset,
             "requests": list(requests.values()), "items": list(items.values()),
             "edges": edges, "derived": derived}  # fmt: skip
+
+
+def item_view(run: Prepared, item_id: str, limit: int = 100) -> dict:
+    """One item: its write (stream, event, time, tokens, text), its moves across the tiers and
+    the requests that needed it (hit or miss), each at most ``limit`` rows."""
+    rows = _q(run, """SELECT item, stream, event, t, tokens, item_type, text, derived_from
+                      FROM items WHERE item_id = ? LIMIT 1""", [item_id])  # fmt: skip
+    if not rows:
+        raise KeyError(f"item {item_id!r}: no such item in this run")
+    item, stream, event, t, tokens, kind, text, parents = rows[0]
+    moves = _q(run, """SELECT m.event, tm.t, m.kind, m.tier_before, m.tier_after, m.reason,
+                              m.cause_item
+                       FROM moves m JOIN times tm USING (event) WHERE m.item = ?
+                       ORDER BY m.seq LIMIT ?""", [item, _limit(limit, 100)])  # fmt: skip
+    needs = _q(run, """SELECT request, request_id, event, t, kind, tier_before FROM needs
+                       WHERE item = ? ORDER BY seq LIMIT ?""", [item, _limit(limit, 100)])  # fmt: skip
+    mk = ("event", "t", "kind", "tier_before", "tier_after", "reason", "cause_item_id")
+    nk = ("request", "request_id", "event", "t", "kind", "tier")
+    return {"item": item, "item_id": item_id, "stream": stream, "event": event, "t": t,
+            "tokens": tokens, "item_type": kind, "text": text, "derived_from": parents or [],
+            "moves": [dict(zip(mk, m)) for m in moves],
+            "needs": [dict(zip(nk, n)) for n in needs]}  # fmt: skip
 
 
 def _derived_edges(run: Prepared, items: list[int]) -> list[dict]:
@@ -208,6 +281,7 @@ def influence(run: Prepared, request: int) -> dict:
         row = {"item": item, "item_id": iid, "hit": kind == "hit", "tier": tier, "text": text}
         if kind == "miss":
             row["evicted"] = _last_eviction(run, item, event)
+            row["chain"] = miss_chain(run, item, iid, event)
         out.append(row)
     return {"request": int(request), "request_id": rid, "event": event, "t": t, "stream": stream,
             "context": resident_at(run, stream, first_seq - 1), "needs": out}  # fmt: skip
@@ -245,7 +319,25 @@ def diff(path_a: Path, path_b: Path, offset: int = 0, limit: int = 50) -> dict:
     rows = db.execute(f"{base} ORDER BY event LIMIT ? OFFSET ?", [limit, offset]).fetchall()
     keys = ("request", "request_id", "event", "a_hits", "b_hits")
     return {"first_divergence": diverge, "total": total, "offset": offset,
-            "rows": [dict(zip(keys, r)) for r in rows]}  # fmt: skip
+            "rows": [dict(zip(keys, r)) for r in rows],
+            "over_time": _diff_bins(db, a, base)}  # fmt: skip
+
+
+def _diff_bins(db, source: str, base: str, bins: int = 40) -> list[dict]:
+    """Where the two runs' request outcomes differ over the run: per bin of global event
+    index, how many requests only A hits entirely and how many only B does."""
+    lo, hi = db.execute(f"SELECT min(event), max(event) + 1 FROM {source}").fetchone()
+    if lo is None:
+        return []
+    width = max((hi - lo) / bins, 1.0)
+    got = db.execute(f"""SELECT CAST(floor((event - ?) / ?) AS BIGINT) AS b,
+                                count(*) FILTER (a_ok), count(*) FILTER (b_ok)
+                         FROM ({base}) GROUP BY b""", [lo, width]).fetchall()  # fmt: skip
+    counts = {int(b): (int(x), int(y)) for b, x, y in got}
+    n = min(bins, int(math.ceil((hi - lo) / width)))
+    return [{"start": lo + k * width, "end": min(lo + (k + 1) * width, hi),
+             "a_only": counts.get(k, (0, 0))[0], "b_only": counts.get(k, (0, 0))[1]}
+            for k in range(n)]  # fmt: skip
 
 
 def item_at(run: Prepared, item_id: str) -> dict:

@@ -89,9 +89,10 @@ def main(argv: list[str] | None = None) -> None:
 
         run_hydra("recommend", recommend_task, policy_overrides_to_list(rest), check_recommend)
     elif command == "train":
+        from memlens.learn.splits import split_argument
         from memlens.learn.train import check_train, train_task
 
-        run_hydra("train", train_task, rest, check_train)
+        run_hydra("train", train_task, split_argument(rest), check_train)
     elif command == "tune":
         from memlens.learn.tune import check_tune, tune_task
 

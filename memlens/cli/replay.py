@@ -221,7 +221,7 @@ def warn(messages: list[str]) -> None:
 def simulate_task(cfg: DictConfig):
     """``memlens simulate``: one pass of the pipeline, records in the Hydra run dir."""
     from memlens.runs.interrupts import interruptible
-    from memlens.runs.tracking import exit_if_required, log_report, mlflow_run
+    from memlens.runs.tracking import RUN_DIR_TAG, exit_if_required, log_report, mlflow_run
     from memlens.runs.writers import run_folder, write_run
 
     settings: RunConfig = resolve(cfg)
@@ -232,7 +232,9 @@ def simulate_task(cfg: DictConfig):
     with (
         disk_errors(out_dir),  # a full or read-only disk: exit 2, nothing kept
         interruptible(),  # SIGTERM/SIGINT: MLflow run KILLED, folder untouched, exit 143/130
-        mlflow_run(settings.mlflow, run_name=label) as tracking,
+        mlflow_run(
+            settings.mlflow, run_name=label, tags={RUN_DIR_TAG: str(Path(out_dir).resolve())}
+        ) as tracking,
         run_folder(out_dir, _hydra_files()) as folder,  # swapped in whole at the end
     ):
         done, report = run(settings, trace, record_values=settings.events.enabled)

@@ -185,9 +185,47 @@ class FeedbackStore:
             db.execute("COMMIT")
         return len(values)
 
+    def insert(self, row: Feedback) -> int:
+        """Append one row (checked as :meth:`add` checks it); returns its id (the page's undo
+        removes it by that id)."""
+        if not isinstance(row, Feedback):
+            raise FeedbackError("row", f"feedback row 0: not a Feedback, got {row!r}")
+        norm = _checked(row)
+        values = tuple(norm[c] if c in norm else getattr(row, c) for c in COLUMNS)
+        sql = (
+            f"INSERT INTO feedback ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
+        )
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                new_id = db.execute(sql, values).lastrowid
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+        return int(new_id)
+
     def rows(self, trace_sha256: str | None = None, source: str | None = None) -> list[Feedback]:
         """The rows (optionally of one trace and/or one source), ordered by trace, event
         index, then insertion."""
+        return [row for _id, row in self.entries(trace_sha256, source)]
+
+    def remove(self, ids: Iterable[int]) -> int:
+        """Delete the rows with these ids (an undo on the page); returns how many were."""
+        ids = [int(i) for i in ids]
+        if not ids:
+            return 0
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            gone = db.execute(f"DELETE FROM feedback WHERE id IN ({', '.join('?' * len(ids))})",
+                              ids).rowcount  # fmt: skip
+            db.execute("COMMIT")
+        return int(gone)
+
+    def entries(self, trace_sha256: str | None = None, source: str | None = None
+                ) -> list[tuple[int, Feedback]]:  # fmt: skip
+        """(row id, row) pairs, as :meth:`rows` orders them: the id is what :meth:`remove`
+        takes."""
         where, args = [], []
         if trace_sha256 is not None:
             where.append("trace_sha256 = ?")
@@ -197,12 +235,12 @@ class FeedbackStore:
                 raise _bad("source", f"must be one of {', '.join(SOURCES)}, got {source!r}")
             where.append("source = ?")
             args.append(source)
-        sql = f"SELECT {', '.join(COLUMNS)} FROM feedback"
+        sql = f"SELECT id, {', '.join(COLUMNS)} FROM feedback"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY trace_sha256, event_index, id"
         with self._connect() as db:
-            return [Feedback(*r) for r in db.execute(sql, args)]
+            return [(int(r[0]), Feedback(*r[1:])) for r in db.execute(sql, args)]
 
     def __len__(self) -> int:
         with self._connect() as db:

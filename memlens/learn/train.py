@@ -81,6 +81,22 @@ class SplitConfig:
     description: str = ""
     train: list[TraceSel] = field(default_factory=list)
     test: list[TraceSel] = field(default_factory=list)
+    file: str | None = None  # split=file: train and test read from this YAML file
+    auto_trace: str | None = None  # split=auto: this trace, split by stream
+    test_share: float = 0.25  # split=auto: the share of its streams that tests
+    seed: int = 0  # split=auto: the draw of the test streams
+
+    def __post_init__(self) -> None:
+        if self.file is not None:
+            from memlens.learn.splits import read_split_file
+
+            self.name, self.description, self.train, self.test = read_split_file(self.file,
+                                                                                 TraceSel)  # fmt: skip
+        elif self.auto_trace is not None:
+            from memlens.learn.splits import split_by_stream
+
+            self.train, self.test = split_by_stream(self.auto_trace, self.test_share, self.seed,
+                                                    TraceSel)  # fmt: skip
 
 
 @dataclass
@@ -122,6 +138,7 @@ class FeedbackSettings:
     """``feedback:`` where feedback labels come from (``label.kind=feedback``)."""
 
     store: str | None = None  # a FeedbackStore file; null: the simulated user
+    with_simulated: bool = False  # with a store: add the simulated user's rows to its rows
     simulated_user: SimulatedUserConfig = field(default_factory=SimulatedUserConfig)
     max_rows: int | None = None  # use at most this many rows (a seeded sample; learning curves)
 
@@ -151,6 +168,7 @@ class TrainConfig:
     register_as: str | None = "memlens-learned"  # MLflow registered model name (null: none)
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
     seed: int = 0  # the validation split's draw
+    score_test: bool = True  # replay the split's test side: new model vs lru, rule, default
 
     def __post_init__(self) -> None:
         if not self.split.train:
@@ -268,12 +286,15 @@ def behaviour_tiers(trace: Trace, items, events, cfg: TrainConfig, budget: int) 
 
 def feedback_rows(trace: Trace, cfg: TrainConfig) -> list:
     """The feedback about ``trace``: from the store, or from the simulated user."""
+    from memlens.learn.simulated_user import simulate_user
+
     if cfg.feedback.store is not None:
         from memlens.learn.feedback import FeedbackStore
 
-        return FeedbackStore(cfg.feedback.store).rows(trace_sha256=trace.sha256)
-    from memlens.learn.simulated_user import simulate_user
-
+        rows = FeedbackStore(cfg.feedback.store).rows(trace_sha256=trace.sha256)
+        if cfg.feedback.with_simulated:
+            rows = [*rows, *simulate_user(trace, cfg.feedback.simulated_user)]
+        return rows
     return simulate_user(trace, cfg.feedback.simulated_user)
 
 
@@ -342,8 +363,13 @@ def fit(table: Table, cfg: TrainConfig) -> tuple[ValueScorer, dict]:
     from sklearn.metrics import log_loss, roc_auc_score
 
     if len(np.unique(table.y)) < 2:
+        hint = "more traces, or another label"
+        if cfg.label.kind == "feedback" and cfg.feedback.store and not cfg.feedback.with_simulated:
+            hint = ("a person's pins all say 'keep': add feedback.with_simulated=true to learn "
+                    "from them together with the simulated user's labels, or rescore some "
+                    "items low")  # fmt: skip
         raise ValueError(f"the training rows have only label {table.y[:1].tolist()}: "
-                         "nothing to learn (more traces, or another label)")  # fmt: skip
+                         f"nothing to learn ({hint})")  # fmt: skip
     val = validation_mask(table.group, cfg.validation_share, cfg.seed)
     est = ValueScorer(**asdict(cfg.model))
     est.fit(table.X[~val], table.y[~val])
@@ -392,18 +418,24 @@ def tune(model: LearnedModel, sels: list[TraceSel], cfg: TrainConfig) -> dict:
 
 
 # --------------------------------------------------------------------------------- train
-def train(cfg: TrainConfig) -> tuple[ValueScorer, dict]:
-    """Steps 1-3 (no files written): the fitted estimator and the sidecar."""
+def train(cfg: TrainConfig, progress=None) -> tuple[ValueScorer, dict]:
+    """Steps 1-3 (no files written), then the test split scored: the fitted estimator and the
+    sidecar.  ``progress(text)``, if given, hears each step start (the page's train job)."""
     from memlens.analyze.report import git_commit, package_version
 
+    say = progress or (lambda _text: None)
     t0 = time.perf_counter()
+    say("building the feature table")
     table, read = build_table(cfg.split.train, cfg)
     t1 = time.perf_counter()
+    say(f"fitting on {len(table.y):,} rows")
     est, metrics = fit(table, cfg)
     t2 = time.perf_counter()
+    say("tuning decay and size exponent")
     chosen = tune(as_model(est), cfg.split.train, cfg)
     metrics.update(table_s=t1 - t0, fit_s=t2 - t1, tune_s=time.perf_counter() - t2,
                    train_hit_rate=chosen.pop("train_hit_rate"))  # fmt: skip
+    scored = score_test(est, chosen, cfg, metrics, progress)
     meta = {
         "label": cfg.label.spec().params(),
         "n_feedback": table.n_feedback,
@@ -415,7 +447,27 @@ def train(cfg: TrainConfig) -> tuple[ValueScorer, dict]:
         "metrics": metrics,
         "code_version": {"memlens": package_version(), "git_commit": git_commit()},
     }
+    if scored is not None:
+        meta["test"] = scored
     return est, meta
+
+
+def score_test(est: ValueScorer, chosen: dict, cfg: TrainConfig, metrics: dict,
+               progress=None) -> list[dict] | None:  # fmt: skip
+    """The split's test side scored (``memlens.learn.evaluate``), its hit rates also as flat
+    metrics (``test_hit_rate_<policy>`` at the first budget, for MLflow); None without one."""
+    if not (cfg.split.test and cfg.score_test):
+        return None
+    from memlens.learn.evaluate import score_test_split
+
+    t0 = time.perf_counter()
+    tests = [(*load_selection(sel), sel.label()) for sel in cfg.split.test]
+    scored = score_test_split(as_model(est), chosen, tests, cfg.budgets, progress=progress)
+    for name, iv in scored[0]["hit_rate"].items():
+        if iv["estimate"] is not None:
+            metrics[f"test_hit_rate_{name}"] = float(iv["estimate"])
+    metrics["test_s"] = time.perf_counter() - t0
+    return scored
 
 
 def importance_plot(est: ValueScorer, path: Path) -> Path:
@@ -517,6 +569,10 @@ def train_task(cfg: DictConfig) -> dict:
     p = meta["policy"]
     print(f"policy: decay_per_request={p['decay_per_request']:g} size_exponent="
           f"{p['size_exponent']:g} (training hit rate {m['train_hit_rate']:.4f})")  # fmt: skip
+    if "test" in meta:
+        from memlens.learn.evaluate import heldout_lines
+
+        print("\n".join(heldout_lines(meta["test"])))
     print(f"model written to {model_path.resolve()} (+ {sidecar.name}, {plot.name})")
     if uri:
         print(f"MLflow: {uri}")

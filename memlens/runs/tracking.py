@@ -35,6 +35,9 @@ from memlens.runs.interrupts import signals_held
 #: Exit code of a command whose files were written but whose tracking failed, when
 #: ``mlflow.required=true``.
 TRACKING_FAILED_EXIT = 3
+#: Tag naming a simulate run's own folder (its events.parquet), so ``memlens ui`` can open an
+#: MLflow run whose artifacts lie elsewhere (an ``mlartifacts/`` outside the page's root).
+RUN_DIR_TAG = "memlens.run_dir"
 
 
 def _flatten(d: dict, prefix: str = "") -> dict[str, object]:

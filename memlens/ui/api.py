@@ -25,6 +25,7 @@ from starlette.responses import (
 
 from memlens.analyze import queries
 from memlens.learn.feedback import FeedbackError, FeedbackStore
+from memlens.ui.interventions import intervene, scoped_rows, undo
 from memlens.ui.runs import RunAccessError, RunFileError, local_runs, mlflow_runs, resolve_run
 from memlens.ui.state import (
     CSP,
@@ -171,13 +172,20 @@ async def plotly_js(request) -> Response:
                         headers={"Cache-Control": "max-age=86400"})  # fmt: skip
 
 
-def _read(fn):
-    """A GET endpoint: ``fn(state, params)`` in a worker thread; bad input -> 4xx."""
+def _session(request) -> str:
+    """Who is asking: the browser session (its cookie), else the token's holder (a script)."""
+    return request.cookies.get(SESSION_COOKIE) or "token"
+
+
+def _read(fn, with_session: bool = False):
+    """A GET endpoint: ``fn(state, params)`` (``with_session``: and the asker's session) in a
+    worker thread; bad input -> 4xx."""
 
     async def endpoint(request):
         state, params = _state(request), request.query_params
+        args = (state, params, _session(request)) if with_session else (state, params)
         try:
-            return _json(await run_in_threadpool(fn, state, params))
+            return _json(await run_in_threadpool(fn, *args))
         except Exception as exc:  # noqa: BLE001 - every failure is an answer, never a crash
             return _failure(exc)
 
@@ -216,6 +224,10 @@ def _influence(state, p):
     return queries.influence(state.prepared(p.get("run", "")), int_param(p, "request", -1))
 
 
+def _item(state, p):
+    return queries.item_view(state.prepared(p.get("run", "")), p.get("item", ""))
+
+
 def _diff(state, p):
     from memlens.ui.runs import run_identity
 
@@ -229,14 +241,26 @@ def _diff(state, p):
                         offset=max(int_param(p, "offset", 0), 0), limit=int_param(p, "limit", 50))  # fmt: skip
 
 
-def _feedback_rows(state, p):
+def _trace_sha(state, name: str) -> str:
     from memlens.ui.whatif import run_trace_info
 
-    sha = run_trace_info(resolve_run(state.root, p.get("run", "")))["sha256"]
+    return run_trace_info(resolve_run(state.root, name))["sha256"]
+
+
+def _feedback_rows(state, p, session):
+    """The person rows about the run's trace, each with its id and whether this session
+    added it (``mine``: what ``scope=session`` applies and undo can take back)."""
+    sha = _trace_sha(state, p.get("run", ""))
     store = Path(state.cfg.feedback_store)
-    rows = FeedbackStore(store).rows(trace_sha256=sha, source="person") if store.exists() else []
+    rows = FeedbackStore(store).entries(trace_sha256=sha, source="person") if store.exists() else []
+    mine = set(state.sessions.ids(session))
     keys = ("stream", "event_index", "t", "item_id", "action", "value", "note", "author")
-    return {"rows": [{k: getattr(r, k) for k in keys} for r in rows]}
+    return {"rows": [{"id": i, "mine": i in mine, **{k: getattr(r, k) for k in keys}}
+                     for i, r in rows]}  # fmt: skip
+
+
+def _train_status(state, p):
+    return state.trains.view(int_param(p, "job", -1))
 
 
 READS = {
@@ -247,8 +271,10 @@ READS = {
     "graph": _read(_paged("graph")),
     "requests": _read(_paged("requests_page")),
     "influence": _read(_influence),
+    "item": _read(_item),
     "diff": _read(_diff),
-    "feedback": _read(_feedback_rows),
+    "feedback": _read(_feedback_rows, with_session=True),
+    "train": _read(_train_status),
 }
 
 
@@ -303,7 +329,7 @@ def _write(fn):
             return _error(exc, 403)
         try:
             body = parse_body(await _body(request, state.cfg.max_body_bytes))
-            return _json(await run_in_threadpool(fn, state, body))
+            return _json(await run_in_threadpool(fn, state, body, _session(request)))
         except BodyTooLarge:
             return _too_large(state)
         except RunAccessError as exc:
@@ -314,7 +340,7 @@ def _write(fn):
     return endpoint
 
 
-def _add_feedback(state, body):
+def _add_feedback(state, body, session):
     name = body.get("run", "")
     folder = resolve_run(state.root, name)
     if not isinstance(body.get("item_id"), str):
@@ -330,14 +356,44 @@ def _add_feedback(state, body):
             raise ValueError(f"event {e}: no such event in this run")
         where = {**where, "event": e, "t": t}
     row = feedback_row(folder, where, body, state.cfg.author)
-    FeedbackStore(state.cfg.feedback_store).add([row])
-    return {"added": 1, "event_index": row.event_index, "action": row.action}
+    return intervene(FeedbackStore(state.cfg.feedback_store), state.sessions, session, row)
 
 
-def _what_if(state, body):
+def _undo(state, body, session):
+    row_id = body.get("id")
+    if row_id is not None and (isinstance(row_id, bool) or not isinstance(row_id, int)):
+        raise ValueError(f"id must be an intervention's id (an integer), got {row_id!r}")
+    sha = _trace_sha(state, body.get("run", ""))
+    return undo(FeedbackStore(state.cfg.feedback_store), state.sessions, session, sha, row_id)
+
+
+def _what_if(state, body, session):
     folder = resolve_run(state.root, body.get("run", ""))
-    return what_if(folder, FeedbackStore(state.cfg.feedback_store), state.root,
-                   state.trace_roots())  # fmt: skip
+    scope = body.get("scope", "session")
+    sha = _trace_sha(state, body.get("run", ""))
+    rows = scoped_rows(FeedbackStore(state.cfg.feedback_store), state.sessions, session, sha,
+                       scope)  # fmt: skip
+    out = what_if(folder, [r for _i, r in rows], state.root, state.trace_roots())
+    return {**out, "scope": scope, "ids": [i for i, _r in rows]}
 
 
-WRITES = {"feedback": _write(_add_feedback), "whatif": _write(_what_if)}
+def _train_start(state, body, session):
+    """Start ``memlens train`` on the run's trace with the store's feedback (a job to poll)."""
+    from memlens.config.store import DATA_DIR
+    from memlens.ui.runs import contained, run_identity
+    from memlens.ui.training import run_training
+
+    folder = resolve_run(state.root, body.get("run", ""))
+    with_simulated = body.get("with_simulated", True)
+    if not isinstance(with_simulated, bool):
+        raise ValueError(f"with_simulated must be true or false, got {with_simulated!r}")
+    ident = run_identity(folder)
+    roots = [state.root, folder, DATA_DIR, *state.trace_roots()]
+    trace = contained(str(ident["trace"].get("path", "")), roots, f"run {folder.name}: trace")
+    store = Path(state.cfg.feedback_store)
+    FeedbackStore(store)  # created if missing: the job reads it
+    return state.trains.start(run_training, trace, store, int(ident["budget"]), with_simulated)
+
+
+WRITES = {"feedback": _write(_add_feedback), "undo": _write(_undo),
+          "whatif": _write(_what_if), "train": _write(_train_start)}  # fmt: skip

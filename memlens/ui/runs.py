@@ -125,7 +125,8 @@ def _listed(base: Path, folder: Path) -> dict:
     return {"run": folder.relative_to(base).as_posix() or ".", "source": "local",
             "mtime": os.stat(folder / "metrics.json").st_mtime,
             "policy": ident["policy"], "budget": ident["budget"],
-            "trace_sha256": ident["trace"].get("sha256"), "hit_rate": ident["hit_rate"]}  # fmt: skip
+            "trace_sha256": ident["trace"].get("sha256"), "hit_rate": ident["hit_rate"],
+            "trace": PurePosixPath(str(ident["trace"].get("path", ""))).name}  # fmt: skip
 
 
 def local_runs(root: Path, problems: list | None = None) -> list[dict]:
@@ -166,9 +167,23 @@ def contained(path: str, roots: list[Path], what: str) -> Path:
     return where
 
 
+def _openable(base: Path, folder: Path) -> Path | None:
+    """``folder`` resolved, if it lies under ``base`` and holds a run's events and metrics."""
+    try:
+        local = folder.resolve()
+    except (OSError, RuntimeError, ValueError):
+        return None
+    ok = local.is_relative_to(base) and (local / "events.parquet").is_file() and (
+        local / "metrics.json").is_file()  # fmt: skip
+    return local if ok else None
+
+
 def mlflow_runs(uri: str | None, root: Path) -> tuple[list[dict], str | None]:
     """Runs in an MLflow SQLite tracking store (never created here: a missing file lists
-    nothing).  A run can be opened when its artifacts (events.parquet) lie under the root."""
+    nothing).  A run can be opened when its artifacts (events.parquet) lie under the root, or
+    else the run folder that ``memlens simulate`` wrote (its ``memlens.run_dir`` tag) does."""
+    from memlens.runs.tracking import RUN_DIR_TAG
+
     if not uri:
         return [], None
     if not uri.startswith("sqlite:///"):
@@ -188,12 +203,13 @@ def mlflow_runs(uri: str | None, root: Path) -> tuple[list[dict], str | None]:
     out = []
     for r in runs:
         art = r.info.artifact_uri or ""
-        local = Path(art[len("file://") :] if art.startswith("file://") else art).resolve()
-        openable = local.is_relative_to(base) and (local / "events.parquet").is_file() and (
-            local / "metrics.json").is_file()  # fmt: skip
-        out.append({"run": local.relative_to(base).as_posix() if openable else None,
+        local = _openable(base, Path(art[len("file://") :] if art.startswith("file://") else art))
+        if local is None and r.data.tags.get(RUN_DIR_TAG):  # the run's own folder, if under root
+            local = _openable(base, Path(r.data.tags[RUN_DIR_TAG]))
+        out.append({"run": local.relative_to(base).as_posix() if local else None,
                     "source": "mlflow", "mlflow_run_id": r.info.run_id,
                     "name": r.info.run_name, "policy": r.data.params.get("policy"),
                     "budget": r.data.params.get("budget"),
+                    "trace": PurePosixPath(str(r.data.params.get("trace", ""))).name or None,
                     "hit_rate": r.data.metrics.get("hit_rate")})  # fmt: skip
     return out, None

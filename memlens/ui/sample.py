@@ -44,6 +44,18 @@ def sample_events() -> list[dict]:
     ]
 
 
+def tradeoff_events() -> list[dict]:
+    """:func:`sample_events` and one more request, ``r2`` at e5 needing ``b``.
+
+    Pinning ``a`` now trades one request for another: the eviction at e3 takes ``b``, so
+    ``r1`` gains (a hit) and ``r2`` loses (``b`` is in the short-term cache).  Under LRU
+    hit_rate is 2/3 with the pin and without it: a delta of exactly 0 that hides two changed
+    requests, which the what-if must list."""
+    from memlens.testing import rq
+
+    return [*sample_events(), rq("r2", "b", stream="agent", t=5.0, text="and b again?")]
+
+
 def write_run_folder(folder: Path, trace_path: Path, overrides: list[str]) -> Path:
     """Replay ``trace_path`` with ``overrides`` (simulate's settings) into ``folder``."""
     from omegaconf import OmegaConf
@@ -62,12 +74,30 @@ def write_run_folder(folder: Path, trace_path: Path, overrides: list[str]) -> Pa
     return folder
 
 
-def make_sample_runs(root: Path) -> dict[str, Path]:
-    """``root/trace.jsonl`` and two runs of it, ``root/lru`` and ``root/rule`` (budget 2)."""
+def make_sample_runs(root: Path, events: list[dict] | None = None) -> dict[str, Path]:
+    """``root/trace.jsonl`` (``events``, by default :func:`sample_events`) and two runs of it,
+    ``root/lru`` and ``root/rule`` (budget 2)."""
     from memlens.trace.io import write_trace
 
     root.mkdir(parents=True, exist_ok=True)
     trace_path = root / "trace.jsonl"
-    write_trace(trace_path, sample_events())
+    write_trace(trace_path, sample_events() if events is None else events)
     return {name: write_run_folder(root / name, trace_path, [f"policy={name}", "budget=2"])
             for name in ("lru", "rule")}  # fmt: skip
+
+
+def multi_stream_events(streams: list[str], with_r2: bool = False) -> list[dict]:
+    """The sample once per stream (item and request ids prefixed ``<stream>/``; times
+    interleaved, so global event indices run across streams): each stream's hand-made counts
+    are the single stream's."""
+    base = tradeoff_events() if with_r2 else sample_events()
+    out: list[dict] = [dict(base[0])]
+    for ev in base[1:]:
+        for s in streams:
+            e = {**ev, "stream": s, "id": f"{s}/{ev['id']}"}
+            if "needs" in e:
+                e["needs"] = [f"{s}/{n}" for n in ev["needs"]]
+            if "meta" in e:
+                e["meta"] = {"derived_from": [f"{s}/{p}" for p in ev["meta"]["derived_from"]]}
+            out.append(e)
+    return out

@@ -16,7 +16,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from memlens.analyze.prepared import Prepared, PreparedCache
+from memlens.ui.interventions import SessionRows
 from memlens.ui.runs import RunAccessError, RunFileError, first_line, run_file
+from memlens.ui.training import TrainJobs
 
 STATIC = Path(__file__).parent / "static"
 TOKEN_HEADER = "x-memlens-token"
@@ -81,6 +83,8 @@ class State:
         self.cache = PreparedCache()
         self.names = {n.lower().strip("[]") for n in (*LOOPBACK_NAMES, cfg.host,
                                                      *cfg.allowed_hosts)}  # fmt: skip
+        self.sessions = SessionRows()  # which interventions each browser session added
+        self.trains = TrainJobs()  # the page's background `memlens train` jobs
         self._codes: set[str] = set()
         self._sessions: set[str] = set()
         self._lock = threading.Lock()

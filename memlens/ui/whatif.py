@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memlens.learn.feedback import Feedback, FeedbackStore
+import numpy as np
+
+from memlens.learn.feedback import Feedback
 from memlens.ui.runs import (
     RunAccessError,
     RunFileError,
@@ -145,13 +147,18 @@ def _check_named_files(settings, roots: list[Path], where: str) -> None:
         contained(emb.model, roots, f"{where}: embeddings.model")
 
 
-def what_if(folder: Path, store: FeedbackStore, root: Path | None = None,
-            trace_roots: tuple[Path, ...] = ()) -> dict:  # fmt: skip
-    """Replay the run with the store's person rows about its trace; metric deltas.
+def what_if(folder: Path, rows: list[Feedback], root: Path | None = None,
+            trace_roots: tuple[Path, ...] = (), changed_limit: int = 200) -> dict:  # fmt: skip
+    """Replay the run with ``rows`` (person rows about its trace) applied; what changed.
 
-    Every file the replay reads lies under ``root`` (the page's root), the run's own folder,
-    the bundled datasets or one of ``trace_roots``, symlinks resolved; the trace must still be
-    the one the run replayed (its sha256)."""
+    The answer: every metric before, after and their difference, with the difference's paired
+    bootstrap interval over streams (the same replicates for both replays, as ``memlens
+    compare`` pairs policies; no interval below ``stats.min_streams`` streams), and the
+    requests whose outcome changed (``gained``: every need hit after but not before;
+    ``lost``: the reverse), which aggregate deltas hide when a pin fixes one request and
+    pushes another out.  Every file the replay reads lies under ``root`` (the page's root), the
+    run's own folder, the bundled datasets or one of ``trace_roots``, symlinks resolved; the
+    trace must still be the one the run replayed (its sha256)."""
     from memlens.config.store import DATA_DIR
     from memlens.learn.feedback import with_feedback
     from memlens.runs.pipeline import load_trace, run
@@ -165,12 +172,44 @@ def what_if(folder: Path, store: FeedbackStore, root: Path | None = None,
     if trace.sha256 != info["sha256"]:
         raise RunFileError(f"run {folder.name}: the trace at {path} is not the one it replayed "
                            "(its sha256 differs from metrics.json's)")  # fmt: skip
-    rows = store.rows(trace_sha256=trace.sha256, source="person")
-    _, before = run(settings, trace)
-    _, after = run(settings, with_feedback(trace, rows)) if rows else (None, before)
+    done_before, before = run(settings, trace)
+    done_after, after = run(settings, with_feedback(trace, rows)) if rows else (done_before,
+                                                                               before)  # fmt: skip
+    changed = changed_requests(trace, done_before.result, done_after.result)
+    return {"interventions": len(rows), "metrics": metric_deltas(before, after, settings.stats),
+            "changed_total": len(changed), "gained": sum(c["gained"] for c in changed),
+            "lost": sum(not c["gained"] for c in changed), "changed": changed[:changed_limit],
+            "streams": len(trace.stream_names), "min_streams": settings.stats.min_streams}  # fmt: skip
+
+
+def metric_deltas(before, after, stats) -> dict:
+    """Each numeric overall metric: before, after, delta, and (for metrics that decompose over
+    streams) the paired interval of the delta (``interval``: low, high or a ``note``)."""
+    from memlens.analyze.stats import difference
+
     deltas = {}
     for key, b in before.overall.items():
         a = after.overall.get(key)
         if isinstance(b, (int, float)) and isinstance(a, (int, float)) and not isinstance(b, bool):
             deltas[key] = {"before": b, "after": a, "delta": a - b}
-    return {"interventions": len(rows), "metrics": deltas}
+            if key in before.stream_parts and key in after.stream_parts:
+                iv = difference(after.stream_parts[key], before.stream_parts[key], stats)
+                deltas[key]["interval"] = iv.to_dict()
+    return deltas
+
+
+def request_outcomes(trace, result) -> np.ndarray:
+    """Per request: did every need hit (what ``request_success`` counts)."""
+    from memlens.analyze.metrics import request_hits
+
+    return request_hits(trace, result) == np.asarray(trace.req_needs_count)
+
+
+def changed_requests(trace, before, after) -> list[dict]:
+    """The requests whose outcome differs between two replays of ``trace`` (feedback events
+    add no request, so request k is the same request in both), in trace order."""
+    a, b = request_outcomes(trace, before), request_outcomes(trace, after)
+    return [{"request": int(k), "request_id": trace.req_id[k],
+             "stream": trace.stream_names[int(trace.req_stream[k])],
+             "event": int(trace.req_event[k]), "t": float(trace.req_t[k]), "gained": bool(b[k])}
+            for k in np.flatnonzero(a != b).tolist()]  # fmt: skip

@@ -274,10 +274,11 @@ def test_trace_roots_let_the_what_if_replay_a_trace_elsewhere(root, tmp_path):
 
 
 # ------------------------------------------------------------------ no 500 for any input
-VIEWS = ["summary", "timeline", "heatmap", "graph", "requests", "influence", "diff", "feedback"]
+VIEWS = ["summary", "timeline", "heatmap", "graph", "requests", "influence", "diff", "feedback",
+         "item", "train"]  # fmt: skip
 TEXT = st.text(st.characters(codec="utf-8"), max_size=12)
 PARAMS = st.dictionaries(st.sampled_from(["run", "a", "b", "stream", "offset", "limit",
-                                          "request"]),
+                                          "request", "item", "job"]),
                          st.one_of(TEXT, st.sampled_from(["lru", "rule", ".", "garbage", "shape",
                                                           "linked", "-1", "1e9", "..", "/"])),
                          max_size=4)  # fmt: skip
@@ -294,15 +295,16 @@ def test_no_query_gets_a_500(server, view, params):
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
-@given(body=st.one_of(st.binary(max_size=64),
+@given(endpoint=st.sampled_from(["/api/feedback", "/api/undo"]),
+       body=st.one_of(st.binary(max_size=64),
                       st.dictionaries(st.sampled_from(["run", "item_id", "action", "value",
-                                                       "note", "event"]),
+                                                       "note", "event", "id"]),
                                       st.one_of(TEXT, st.integers(), st.floats(),
                                                 st.booleans(), st.none()), max_size=6)
                       .map(lambda d: json.dumps(d).encode())))  # fmt: skip
-def test_no_body_gets_a_500(server, body):
+def test_no_body_gets_a_500(server, endpoint, body):
     url, state = server
-    status, _, raw = request(url, "/api/feedback", "POST", body,
+    status, _, raw = request(url, endpoint, "POST", body,
                              {"X-MemLens-Token": state.token})  # fmt: skip
     assert status < 500, (body, raw)
     json.loads(raw)

@@ -173,7 +173,8 @@ def test_writes_need_the_session_token(server, tmp_path):
     assert call(url, "/api/feedback", body, token=state.token, headers=evil)[0] == 403
     assert not Path(state.cfg.feedback_store).exists()  # nothing written, not even the file
     status, d = call(url, "/api/feedback", body, token=state.token)
-    assert status == 200 and d == {"added": 1, "event_index": 0, "action": "keep"}
+    assert status == 200 and d == {"added": 1, "id": 1, "existing": False, "event_index": 0,
+                                   "action": "keep"}  # fmt: skip
 
 
 @pytest.mark.parametrize("body", [{"run": "lru", "item_id": "zz", "action": "pin"},
