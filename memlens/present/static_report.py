@@ -17,6 +17,7 @@ from memlens.analyze.prepared import Prepared
 
 TIER_COLORS = {"wm": "#2b8a3e", "stc": "#e8a317", "lts": "#5c7cfa", "new": "#bbbbbb"}
 ROW_H, LEFT, WIDTH = 14, 190, 900
+TIMELINE_ITEMS = 40  # the timeline shows the run's first items (write order), all streams
 
 
 def _label(text: str, n: int = 28) -> str:
@@ -88,8 +89,8 @@ def requests_table(data: dict) -> str:
 
 def render(events: Path, metrics: dict) -> str:
     """The page's HTML for one run's ``events.parquet`` and ``metrics.json`` content."""
-    run = Prepared(events)
-    tl = queries.timeline(run, limit=40)
+    run = Prepared(events, moves_below=TIMELINE_ITEMS)  # the timeline's page: items 0..39
+    tl = queries.timeline(run, limit=TIMELINE_ITEMS)
     hm = queries.heatmap(run, limit=30)
     worst = queries.requests_page(run, limit=20)
     ov = metrics.get("overall", {})

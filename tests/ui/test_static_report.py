@@ -86,3 +86,33 @@ def test_opens_in_the_browser_without_running_anything(runs, evil):
             assert all(u.startswith("file://") for u in requests)  # nothing from a network
         finally:
             browser.close()
+
+
+def test_report_from_the_first_items_moves_equals_the_full_tables(tmp_path, monkeypatch):
+    """report.html builds its moves table for the timeline's items only (issue 34): on a run
+    of more items than the timeline shows, the page equals the one built from every move."""
+    from memlens.datasets.archetypes import generate
+
+    from memlens.analyze import prepared
+    from memlens.analyze.eventlog import write_event_log
+    from memlens.config.compose import compose_config
+    from memlens.config.schema import resolve
+    from memlens.present import static_report
+    from memlens.runs.pipeline import run
+    from memlens.trace.io import load_trace, write_trace
+
+    write_trace(tmp_path / "t.jsonl", generate("agent", streams=6, events_per_stream=40, seed=2),
+                header={"generator": "agent"})  # fmt: skip
+    trace = load_trace(str(tmp_path / "t.jsonl"))
+    assert trace.n_items > 2 * static_report.TIMELINE_ITEMS
+    settings = resolve(compose_config("simulate", ["mlflow.enabled=false", "progress=false",
+                                                   "policy=rule", "budget=300"]))  # fmt: skip
+    done, _ = run(settings, trace, record_values=True)
+    events = write_event_log(tmp_path / "events.parquet", done)
+    metrics = {"policy": "rule", "budget": 300, "overall": {"hit_rate": 0.5}}
+    fast = static_report.render(events, metrics)
+    full = prepared.Prepared
+    monkeypatch.setattr(static_report, "Prepared",
+                        lambda path, moves_below=None: full(path))  # fmt: skip
+    assert static_report.render(events, metrics) == fast
+    assert fast.count('class="seg"') >= static_report.TIMELINE_ITEMS
