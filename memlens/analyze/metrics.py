@@ -65,7 +65,7 @@ import numpy as np
 
 from memlens.analyze.costs import CostsConfig
 from memlens.analyze.quantiles import grouped_percentile
-from memlens.analyze.registry import Metric, computed, metric, register, stream_parts
+from memlens.analyze.registry import Metric, combine, computed, metric, register, stream_parts
 from memlens.simulator import SimResult
 from memlens.trace.features import type_array
 from memlens.trace.model import Trace
@@ -502,6 +502,8 @@ def compute_metrics(
         streams[name] = _summary(g)
         per_stream.append(stream_parts([g]))
     del refs
+    parts = _joined_parts(per_stream)  # in trace.stream_names order, for memlens.analyze.stats
+    overall.update(sums_over_streams(overall, parts))
     everything = np.ones(trace.n_requests, dtype=bool)
     overall.update(_retrieval_summary(trace, result, retrieval, everything, price_per_mtok))
     for s, name in enumerate(trace.stream_names):
@@ -528,8 +530,38 @@ def compute_metrics(
             "index_query_ms_p95": _pct(retrieval.index_ms[retrieval.index_ms > 0], 95),
             "index_build_s": retrieval.build_s,
         })  # fmt: skip
-    parts = _joined_parts(per_stream)  # in trace.stream_names order, for memlens.analyze.stats
     return {"overall": overall, "streams": streams, "timing": timing, "stream_parts": parts}
+
+
+#: Overall metrics that sum floats over references: defined as the sum of their per-stream
+#: sums in stream order (``combine`` of the parts), not one sum over every reference, so that a
+#: run split by stream (``memlens.analyze.merge``) adds the very same numbers in the same order.
+SUMMED_OVER_STREAMS = ("miss_cost_usd", "miss_latency_s", "value_weighted_hit_rate")
+
+
+def sums_over_streams(overall: dict, parts: dict) -> dict:
+    """The :data:`SUMMED_OVER_STREAMS` metrics (and ``total_cost_usd``, which adds one of them)
+    from the per-stream parts."""
+    out = {key: combine(*parts[key]) for key in SUMMED_OVER_STREAMS}
+    out["total_cost_usd"] = overall["cost_usd"] + out["miss_cost_usd"]
+    return out
+
+
+#: The retrieval summary's keys with retrieval off (then WM figures: :func:`retrieval_off_overall`).
+RETRIEVAL_OFF_KEYS = frozenset({"context_recall", "mean_context_tokens_total",
+                                "p95_context_tokens_total", "cost_usd_total"})  # fmt: skip
+
+
+def retrieval_off_overall(overall: dict) -> dict:
+    """The overall retrieval summary of a run without retrieval, from its core metrics: what
+    :func:`_retrieval_summary` computes from the same columns (needs present / needs, the WM
+    context figures)."""
+    return {
+        "context_recall": _ratio(overall["hits"], overall["references"]),
+        "mean_context_tokens_total": overall["mean_context_tokens"],
+        "p95_context_tokens_total": overall["p95_context_tokens"],
+        "cost_usd_total": overall["cost_usd"],
+    }
 
 
 def _joined_parts(per_stream: list[dict]) -> dict:
