@@ -70,6 +70,7 @@ class ShardSummary:
     engine: str = ""
     wall_s: float = 0.0
     applies: bool = True  # the oracle bound applies to the policy (not outside its class)
+    memory: dict = field(default_factory=dict)  # the worker's RSS at the start and peak, KiB
 
 
 def check_mergeable() -> None:

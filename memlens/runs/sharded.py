@@ -71,7 +71,9 @@ class ShardTask:
 
 
 def shard_set(task: ShardTask) -> ShardSet:
-    return ShardSet(Path(task.folder), task.n, json.loads((Path(task.folder) / "meta.json").read_text()))
+    return ShardSet(
+        Path(task.folder), task.n, json.loads((Path(task.folder) / "meta.json").read_text())
+    )
 
 
 _LOADED: dict[tuple[str, int], object] = {}
@@ -113,7 +115,28 @@ def replay_shard(task: ShardTask) -> tuple[ShardSummary | None, str | None]:
         return None, traceback.format_exception_only(type(exc), exc)[-1].strip()
 
 
+def rss_kib(field: str = "VmRSS") -> int:
+    """This process's resident memory (``VmRSS``) or its peak (``VmHWM``), KiB (0 where
+    /proc does not say)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for row in fh:
+                if row.startswith(field + ":"):
+                    return int(row.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def reset_peak_rss() -> None:
+    """Start this process's peak-RSS count again from now (Linux: ``clear_refs`` 5)."""
+    with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")
+
+
 def _replay_shard(task: ShardTask) -> ShardSummary:
+    reset_peak_rss()  # the summary reports what this task (its shard) took at its peak
+    start_kib = rss_kib()
     trace = load_shard(task)
     shards, s = shard_set(task), task.settings
     record = task.parts_dir is not None and s.events.enabled
@@ -126,12 +149,14 @@ def _replay_shard(task: ShardTask) -> ShardSummary:
     tiers = sections.get("analyze_tiers")
     if task.parts_dir is not None:
         write_parts(Path(task.parts_dir), task.k, done, shards)
+    memory = {"rss_start_kib": start_kib, "rss_peak_kib": rss_kib("VmHWM"), "pid": os.getpid(),
+              "events": trace.n_events}  # fmt: skip
     return ShardSummary(
         task.k, list(trace.stream_names), [int(first[n]) for n in trace.stream_names],
         metrics.streams, metrics.stream_parts, values, counts.astype(np.int64), oracle.data,
         oracle.timing, None if tiers is None else tiers.data,
         sections["analyze_retrieval"].data, done.result.engine, float(done.result.wall_s),
-        not done.outside_oracle_class,
+        not done.outside_oracle_class, memory,
     )  # fmt: skip
 
 
@@ -296,9 +321,12 @@ def no_requests(shards: ShardSet, path: str) -> TraceError | None:
                                      f"({shards.n_events} events, none a request)")  # fmt: skip
 
 
-def simulate_sharded(settings: RunConfig, folder: Path, resolved_yaml: str) -> Report:
+def simulate_sharded(settings: RunConfig, folder: Path, resolved_yaml: str,
+                     summaries: list | None = None) -> Report:  # fmt: skip
     """``simulate ... shards=N``: the merged report, and every file a single-process run
-    writes into ``folder`` (metrics.json, per_request.parquet, events.parquet, ...)."""
+    writes into ``folder`` (metrics.json, per_request.parquet, events.parquet, ...).
+    ``summaries``: a list that receives the shards' ``ShardSummary`` (their workers' memory:
+    ``benchmarks/bench_shard.py``)."""
     from memlens.runs.preflight import warm_kernels
 
     check_shardable(settings)
@@ -319,6 +347,8 @@ def simulate_sharded(settings: RunConfig, folder: Path, resolved_yaml: str) -> R
         failed = [e for _, e in results if e is not None]
         if failed:
             raise RuntimeError(f"a shard's replay failed: {failed[0]}")
+        if summaries is not None:
+            summaries.extend(r for r, _ in results)
         report = merged_report(settings, shards, [r for r, _ in results], wall, policy)
         write_merged(folder, parts, [t.k for t in tasks], report, settings, resolved_yaml)
     finally:
@@ -350,3 +380,92 @@ def write_merged(folder: Path, parts: Path, ks: list[int], report: Report, setti
     paths.append(folder / "metrics.json")
     write_json(paths[-1], report.to_dict(), flat_lists=True)
     return paths
+
+
+def trace_splitter(settings: CommonConfig, traces: list[str], policies: list,
+                   tiers: bool = False) -> Callable[[], None]:  # fmt: skip
+    """The pre-flight step of a sharded run (instead of parsing each trace whole): compile
+    the kernels, then split every trace (a bad line found while splitting: ``TraceError``)."""
+    from memlens.runs.preflight import warm_kernels
+
+    def run() -> None:
+        warm_kernels(settings, list(policies), tiers=tiers)
+        for path in dict.fromkeys(traces):
+            shards = split(settings, path)
+            if (err := no_requests(shards, path)) is not None:
+                raise err
+
+    return run
+
+
+def _workers(settings: CommonConfig) -> int:
+    if getattr(settings, "backend", "loky") != "ray":
+        return 1
+    import ray
+
+    return int(ray.cluster_resources().get("CPU", 1))
+
+
+def execute_sharded(settings, jobs: list, parent=None, resumable: bool = True,
+                    sweep_id: str | None = None):  # fmt: skip
+    """``memlens.runs.sweep.execute`` for ``shards=N``: every job not finished before as one
+    task per shard, all in flight together; each job's report merged from its shards; the
+    same resume entries (a sharded job's numbers are the single-process job's) and MLflow
+    child runs.  A bad line in a trace raises ``TraceError`` before any replay."""
+    from memlens.kernels.warm import compile_seconds
+    from memlens.runs import resume
+    from memlens.runs.sweep import Sweep, _record, compile_before_fan_out, new_sweep_id
+
+    start = time.perf_counter()
+    sweep = Sweep(sweep_id or new_sweep_id())
+    outcomes, todo = {}, []
+    for job in jobs:
+        done = resume.load(job.key) if resumable else None
+        if done is not None:
+            outcomes[job.index] = _outcome(job, done, skipped=True)
+        else:
+            todo.append(job)
+    stages = compile_before_fan_out(settings, todo)
+    sets = {p: split(settings, p) for p in dict.fromkeys(j.settings.trace for j in todo)}
+    tasks = [t for job in todo
+             for t in shard_tasks(sets[job.settings.trace], job.settings, job=job.index)]  # fmt: skip
+    results, wall = [], 0.0
+    if todo:
+        with task_runner(settings) as run_tasks:
+            sweep.workers = _workers(settings)
+            for shards in sets.values():
+                prepare(run_tasks, shard_tasks(shards, todo[0].settings), shards)
+            began = time.perf_counter()
+            results = run_tasks(replay_shard, tasks)
+            wall = time.perf_counter() - began
+    by_job: dict[int, list] = {}
+    for task, result in zip(tasks, results, strict=True):
+        by_job.setdefault(task.job, []).append(result)
+    for job in todo:
+        outcome = _job_outcome(job, sets[job.settings.trace], by_job.get(job.index, []), wall)
+        if outcome.report is not None:
+            outcome.report.timing["compile_s"] = round(compile_seconds(stages[job.policy_name]), 3)
+            if resumable:
+                resume.save(job.key, outcome.report)
+        outcomes[job.index] = outcome
+        _record(settings, parent, sweep.sweep_id, outcome)
+    sweep.outcomes = [outcomes[j.index] for j in jobs]
+    sweep.wall_s = time.perf_counter() - start
+    return sweep
+
+
+def _outcome(job, report, error=None, skipped=False):
+    from memlens.runs.sweep import Outcome
+
+    return Outcome(job, report, error, skipped)
+
+
+def _job_outcome(job, shards: ShardSet, results: list, wall: float):
+    """One job's outcome from its shards' results: the merged report, or the first error."""
+    errors = [e for _, e in results if e is not None]
+    if errors:
+        return _outcome(job, None, errors[0])
+    try:
+        return _outcome(job, merged_report(job.settings, shards, [r for r, _ in results], wall))
+    except Exception as exc:  # noqa: BLE001 - one job's failure must not stop the sweep
+        return _outcome(job, None, traceback.format_exception_only(type(exc), exc)[-1].strip())

@@ -142,8 +142,12 @@ class ShardSet:
         target = obj.get("target")
         if target is None:
             return TraceError(source, line, "target", f'{obj["event"]}: missing field "target"')
-        return TraceError(source, line, "target", f'{obj["event"]} targets '
-                          f'{json.dumps(target)[:80]}, which no earlier write defines')
+        return TraceError(
+            source,
+            line,
+            "target",
+            f"{obj['event']} targets {json.dumps(target)[:80]}, which no earlier write defines",
+        )
 
     def error(self, k: int, err: TraceError) -> TraceError:
         """A shard's parse error, naming the input's file and line instead of the shard's."""
@@ -305,8 +309,12 @@ class _Splitter:
             return
         name = obj.get("stream", "") if isinstance(obj, dict) else ""
         if not isinstance(name, str):
-            raise TraceError(source, line, "stream",
-                             f'field "stream" must be a string, got {json.dumps(name)[:80]}')
+            raise TraceError(
+                source,
+                line,
+                "stream",
+                f'field "stream" must be a string, got {json.dumps(name)[:80]}',
+            )
         k = self.stream_shard.get(name)
         if k is None:
             k = self.stream_shard[name] = shard_of(name, self.n)
