@@ -155,6 +155,8 @@ def tfidf_distinct(distinct: list[str], copies: np.ndarray):
 @compiled_kernel("memlens.kernels.generative_agents:replay")
 class GenerativeAgents(ScanPolicy):
     name = "generative_agents"
+    #: relevance is TF-IDF with document frequencies over every item of the trace
+    stream_local = False
 
     def __init__(
         self,

@@ -73,7 +73,7 @@ def check_simulate(cfg: DictConfig) -> Callable[[], None]:
     if settings.shards:  # split, never parsed whole (memlens.runs.sharded)
         from memlens.runs.sharded import check_shardable, trace_splitter
 
-        check_shardable(settings)
+        check_shardable(settings, [policy])
         check_files(settings, [])
         return trace_splitter(settings, [settings.trace], [policy], tiers=True)
     check_files(settings, [settings.trace])
@@ -142,7 +142,7 @@ def check_jobs(settings: CompareConfig, names: list[str]) -> Callable[[], None]:
     if settings.shards:  # split, never parsed whole (memlens.runs.sharded)
         from memlens.runs.sharded import check_shardable, trace_splitter
 
-        check_shardable(settings)
+        check_shardable(settings, list(policies.values()))
         check_files(settings, [])
         return trace_splitter(settings, traces, list(policies.values()))
     check_files(settings, traces)

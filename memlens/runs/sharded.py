@@ -97,14 +97,17 @@ def load_shard(task: ShardTask):
     return _LOADED[key]
 
 
-def prepare_shard(task: ShardTask) -> tuple[np.ndarray, tuple | None]:
+def prepare_shard(task: ShardTask) -> tuple[np.ndarray, tuple | None, dict]:
     """Parse and validate a shard: (which broadcast lines it kept, the error as (file, line,
-    field, message) or None)."""
+    field, message) or None, the worker's memory during the parse)."""
+    reset_peak_rss()
+    memory = {"rss_start_kib": rss_kib(), "pid": os.getpid()}
     try:
         load_shard(task)
     except TraceError as err:
-        return np.zeros(0, dtype=bool), (err.path, err.line, err.field, err.message)
-    return resolved_shard(shard_set(task), task.k)[1], None
+        return np.zeros(0, dtype=bool), (err.path, err.line, err.field, err.message), memory
+    memory["rss_peak_kib"] = rss_kib("VmHWM")
+    return resolved_shard(shard_set(task), task.k)[1], None, memory
 
 
 def replay_shard(task: ShardTask) -> tuple[ShardSummary | None, str | None]:
@@ -205,8 +208,16 @@ def plain_policy(settings: RunConfig) -> RunConfig:
     return dataclasses.replace(settings, policy={"_target_": target, **params})
 
 
-def check_shardable(settings: CommonConfig) -> None:
-    """What a sharded run cannot do, as a ``SettingsError`` before any work."""
+def check_shardable(settings: CommonConfig, policies: list = ()) -> None:
+    """What a sharded run cannot do, as a ``SettingsError`` before any work: retrieval, a
+    policy whose streams depend on each other (``Policy.stream_local``), a metric without an
+    exact merge rule."""
+    for policy in policies:
+        if not getattr(policy, "stream_local", True):
+            name = getattr(policy, "name", type(policy).__name__)
+            raise SettingsError(f"shards: policy {name} prepares its scores from every stream "
+                                "of the trace at once, so a shard of streams would replay "
+                                "differently; run it without shards")  # fmt: skip
     if settings.retrieval.enabled:
         raise SettingsError("shards: request-time retrieval indexes the whole trace's long-term "
                             "store; run it without shards (retrieval.enabled=false to shard)")  # fmt: skip
@@ -268,16 +279,17 @@ def split(settings: CommonConfig, path: str) -> ShardSet:
     return shard_trace(path, settings.shards, limits=settings.trace_limits)
 
 
-def prepare(run_tasks: Callable, tasks: list[ShardTask], shards: ShardSet) -> None:
+def prepare(run_tasks: Callable, tasks: list[ShardTask], shards: ShardSet) -> list[dict]:
     """Validate every shard (one task each); raise the first error as a ``TraceError`` naming
-    the input's file and line."""
+    the input's file and line.  Returns each task's worker memory."""
     results = run_tasks(prepare_shard, tasks)
-    errors = [TraceError(*e) for _, e in results if e is not None]
+    errors = [TraceError(*e) for _, e, _ in results if e is not None]
     if errors:
         raise min(errors, key=lambda e: (e.path, e.line))
-    lost = shards.unkept_error([kept for kept, _ in results])
+    lost = shards.unkept_error([kept for kept, _, _ in results])
     if lost is not None:
         raise lost
+    return [memory for _, _, memory in results]
 
 
 def shard_tasks(shards: ShardSet, settings: RunConfig, parts_dir: str | None = None,
@@ -322,38 +334,53 @@ def no_requests(shards: ShardSet, path: str) -> TraceError | None:
 
 
 def simulate_sharded(settings: RunConfig, folder: Path, resolved_yaml: str,
-                     summaries: list | None = None) -> Report:  # fmt: skip
+                     stats: dict | None = None) -> Report:  # fmt: skip
     """``simulate ... shards=N``: the merged report, and every file a single-process run
     writes into ``folder`` (metrics.json, per_request.parquet, events.parquet, ...).
-    ``summaries``: a list that receives the shards' ``ShardSummary`` (their workers' memory:
-    ``benchmarks/bench_shard.py``)."""
+    ``stats``: a dict that receives each phase's seconds and the workers' memory per task
+    (``benchmarks/bench_shard.py``)."""
     from memlens.runs.preflight import warm_kernels
 
-    check_shardable(settings)
+    check_shardable(settings, [build_policy(settings.policy)])
     settings = plain_policy(settings)
+    clock = _Clock(stats if stats is not None else {})
     shards = split(settings, settings.trace)
     if (err := no_requests(shards, settings.trace)) is not None:
         raise err
     policy = build_policy(settings.policy)
     warm_kernels(settings, [policy], tiers=True)
+    clock.lap("split_s")
     parts = Path(tempfile.mkdtemp(prefix=".parts.", dir=folder))
     try:
         tasks = shard_tasks(shards, settings, str(parts))
         with task_runner(settings) as run_tasks:
-            prepare(run_tasks, tasks, shards)
-            start = time.perf_counter()
+            clock.lap("start_s")
+            clock.stats["prepare_memory"] = prepare(run_tasks, tasks, shards)
+            clock.lap("prepare_s")
             results = run_tasks(replay_shard, tasks)
-            wall = time.perf_counter() - start
+            wall = clock.lap("replay_s")
         failed = [e for _, e in results if e is not None]
         if failed:
             raise RuntimeError(f"a shard's replay failed: {failed[0]}")
-        if summaries is not None:
-            summaries.extend(r for r, _ in results)
+        clock.stats["replay_memory"] = [r.memory for r, _ in results]
         report = merged_report(settings, shards, [r for r, _ in results], wall, policy)
         write_merged(folder, parts, [t.k for t in tasks], report, settings, resolved_yaml)
+        clock.lap("merge_s")
     finally:
         shutil.rmtree(parts, ignore_errors=True)
     return report
+
+
+class _Clock:
+    """Seconds per phase, into ``stats``."""
+
+    def __init__(self, stats: dict):
+        self.stats, self.last = stats, time.perf_counter()
+
+    def lap(self, name: str) -> float:
+        now = time.perf_counter()
+        self.stats[name], self.last = now - self.last, now
+        return self.stats[name]
 
 
 def write_merged(folder: Path, parts: Path, ks: list[int], report: Report, settings: RunConfig,
@@ -425,6 +452,7 @@ def execute_sharded(settings, jobs: list, parent=None, resumable: bool = True,
             outcomes[job.index] = _outcome(job, done, skipped=True)
         else:
             todo.append(job)
+    check_shardable(settings, [build_policy(j.settings.policy) for j in todo])
     stages = compile_before_fan_out(settings, todo)
     sets = {p: split(settings, p) for p in dict.fromkeys(j.settings.trace for j in todo)}
     tasks = [t for job in todo

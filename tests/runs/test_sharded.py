@@ -227,3 +227,9 @@ def test_the_shards_are_made_once(trace):
     again = shard_trace(str(trace), 5)
     assert isinstance(again, ShardSet) and again.folder == first.folder
     assert (again.folder / "meta.json").stat().st_mtime_ns == stamp
+
+
+def test_a_policy_reading_every_stream_at_once_is_refused(trace, tmp_path):
+    """generative_agents' TF-IDF weights come from the whole trace: a shard would differ."""
+    with pytest.raises(SettingsError, match="generative_agents"):
+        simulate_sharded(settings_for(trace, "generative_agents", 2), tmp_path, "")
