@@ -19,7 +19,8 @@ import numpy as np
 
 from memlens._util.atomic import atomic_path
 
-#: Rows read from a part at a time.
+#: Rows read from a part at a time, and the row group the workers write their parts in (a
+#: part is read a row group at a time, so this bounds what the merge holds per part).
 BATCH = 1 << 16
 
 

@@ -177,16 +177,18 @@ def write_parts(folder: Path, k: int, run: Replay, shards: ShardSet) -> None:
     from memlens.analyze.metrics import per_request_table
     from memlens.runs.writers import moves_table, write_parquet
 
-    folder.mkdir(parents=True, exist_ok=True)
+    from memlens.runs.parts import BATCH
+
+    folder.mkdir(parents=True, exist_ok=True)  # row groups of BATCH rows: what the merge reads
     s, trace = run.settings, run.trace
     events = shards.sidecar(k, "events")
     cols = per_request_table(trace, run.result, run.retrieval, s.price_per_mtok, s.costs)
     cols["event"] = events[trace.req_event]
-    write_parquet(folder / f"per_request.{k}.parquet", cols)
+    write_parquet(folder / f"per_request.{k}.parquet", cols, BATCH)
     if s.output.moves:
         moves = moves_table(run)
         moves["event"] = _global(events, np.asarray(moves["event"]))
-        write_parquet(folder / f"moves.{k}.parquet", moves)
+        write_parquet(folder / f"moves.{k}.parquet", moves, BATCH)
     if s.events.enabled:
         import pyarrow as pa
 
@@ -197,7 +199,7 @@ def write_parts(folder: Path, k: int, run: Replay, shards: ShardSet) -> None:
             col = table.column(name).to_numpy()
             at = table.schema.get_field_index(name)
             table = table.set_column(at, name, pa.array(_global(index, col)))
-        pq.write_table(table, folder / f"events.{k}.parquet", row_group_size=1 << 20,
+        pq.write_table(table, folder / f"events.{k}.parquet", row_group_size=BATCH,
                        use_dictionary=list(DICTIONARY_COLUMNS))  # fmt: skip
 
 
@@ -372,14 +374,17 @@ def simulate_sharded(settings: RunConfig, folder: Path, resolved_yaml: str,
 
 
 class _Clock:
-    """Seconds per phase, into ``stats``."""
+    """Seconds per phase, and this process's peak RSS in it (KiB), into ``stats``."""
 
     def __init__(self, stats: dict):
         self.stats, self.last = stats, time.perf_counter()
+        reset_peak_rss()
 
     def lap(self, name: str) -> float:
         now = time.perf_counter()
         self.stats[name], self.last = now - self.last, now
+        self.stats.setdefault("driver_peak_kib", {})[name] = rss_kib("VmHWM")
+        reset_peak_rss()
         return self.stats[name]
 
 
