@@ -175,9 +175,8 @@ def write_parts(folder: Path, k: int, run: Replay, shards: ShardSet) -> None:
 
     from memlens.analyze.eventlog import DICTIONARY_COLUMNS, event_table
     from memlens.analyze.metrics import per_request_table
-    from memlens.runs.writers import moves_table, write_parquet
-
     from memlens.runs.parts import BATCH
+    from memlens.runs.writers import moves_table, write_parquet
 
     folder.mkdir(parents=True, exist_ok=True)  # row groups of BATCH rows: what the merge reads
     s, trace = run.settings, run.trace
