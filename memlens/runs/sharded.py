@@ -387,6 +387,29 @@ class _Clock:
         return self.stats[name]
 
 
+#: Event-log rows above which a sharded run writes no ``report.html``: the static report loads
+#: the whole log into an in-memory DuckDB database (``memlens.analyze.prepared``), about 300
+#: bytes a row, which is the very thing a sharded driver must not hold.
+REPORT_MAX_ROWS = 2_000_000
+
+
+def static_report(folder: Path, events: Path, report: Report) -> list[Path]:
+    """``report.html`` from the merged event log, unless the log is too large to load whole
+    (then a note on stderr says so; ``memlens ui`` still reads ``events.parquet``)."""
+    import sys
+
+    import pyarrow.parquet as pq
+
+    from memlens.present.static_report import write_static_report
+
+    rows = pq.ParquetFile(events).metadata.num_rows
+    if rows > REPORT_MAX_ROWS:
+        print(f"note: shards: no report.html ({rows:,} event-log rows, more than "
+              f"{REPORT_MAX_ROWS:,} to load whole); events.parquet has them all", file=sys.stderr)  # fmt: skip
+        return []
+    return [write_static_report(folder / "report.html", events, report.to_dict())]
+
+
 def write_merged(folder: Path, parts: Path, ks: list[int], report: Report, settings: RunConfig,
                  resolved_yaml: str) -> list[Path]:  # fmt: skip
     """The run's files from the shards' parts, as ``memlens.runs.writers.write_run`` names them."""
@@ -402,12 +425,10 @@ def write_merged(folder: Path, parts: Path, ks: list[int], report: Report, setti
     paths.append(folder / "resolved_config.yaml")
     write_text(paths[-1], resolved_yaml)
     if settings.events.enabled:
-        from memlens.present.static_report import write_static_report
-
         paths.append(merge_sorted([parts / f"events.{k}.parquet" for k in ks],
                                   folder / "events.parquet", "event", renumber="seq",
                                   use_dictionary=list(DICTIONARY_COLUMNS)))  # fmt: skip
-        paths.append(write_static_report(folder / "report.html", paths[-1], report.to_dict()))
+        paths += static_report(folder, paths[-1], report)
     paths.append(folder / "metrics.json")
     write_json(paths[-1], report.to_dict(), flat_lists=True)
     return paths
