@@ -73,9 +73,10 @@ def sharded_files(settings, folder: Path) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("shards", [3, 16])  # 16 > 7 streams: shards without a stream
-def test_sharded_run_equals_the_single_process_run(trace, tmp_path, shards):
-    s = settings_for(trace, "lru", shards)
+def test_sharded_run_equals_the_single_process_run(trace, tmp_path):
+    """The default run's check of split and merge: 16 shards for 7 streams (so some hold
+    none), every file compared; the oracle off to keep it short (the slow tests cover it)."""
+    s = settings_for(trace, "lru", 16, "oracle.enabled=false")
     assert_same_run(local_files(s, tmp_path / "local"), sharded_files(s, tmp_path / "shard"))
 
 
@@ -87,6 +88,7 @@ def test_every_policy_at_several_shard_counts(trace, tmp_path, policy):
         assert_same_run(local, sharded_files(settings_for(trace, policy, n), tmp_path / f"s{n}"))
 
 
+@pytest.mark.slow  # two sharded runs and a local one with the oracle: over 10 s
 def test_a_stream_spread_over_several_files_is_the_concatenated_trace(trace, tmp_path):
     """Three files, each a third of the lines (so every stream spans all three) behind its own
     header, read as one trace from a directory and from a glob: the run of the one
