@@ -25,20 +25,21 @@ BATCH = 1 << 16
 
 
 class _Part:
+    """One part, read a row group at a time (``read_row_group``: ``iter_batches`` left the
+    process 500 MB larger after a 17M-row file, though Arrow held 5 MB of it)."""
+
     def __init__(self, path: Path, key: str):
         import pyarrow.parquet as pq
 
-        self.batches = pq.ParquetFile(path).iter_batches(batch_size=BATCH)
-        self.key, self.rows, self.done = key, None, False
+        self.file = pq.ParquetFile(path)
+        self.key, self.rows, self.next = key, None, 0
+        self.done = self.file.metadata.num_row_groups == 0
 
     def fill(self) -> None:
-        import pyarrow as pa
-
         while not self.done and (self.rows is None or self.rows.num_rows == 0):
-            try:
-                self.rows = pa.Table.from_batches([next(self.batches)])
-            except StopIteration:
-                self.done = True
+            self.rows = self.file.read_row_group(self.next)
+            self.next += 1
+            self.done = self.next >= self.file.metadata.num_row_groups
 
     def last_key(self) -> int:
         return int(self.rows.column(self.key)[-1].as_py())
