@@ -235,3 +235,21 @@ def test_a_policy_reading_every_stream_at_once_is_refused(trace, tmp_path):
     """generative_agents' TF-IDF weights come from the whole trace: a shard would differ."""
     with pytest.raises(SettingsError, match="generative_agents"):
         simulate_sharded(settings_for(trace, "generative_agents", 2), tmp_path, "")
+
+
+def test_above_the_row_cap_no_report_html_and_a_note(trace, tmp_path, monkeypatch, capsys):
+    import memlens.runs.sharded as sharded
+
+    monkeypatch.setattr(sharded, "REPORT_MAX_ROWS", 10)
+    out = sharded_files(settings_for(trace, "lru", 2, "oracle.enabled=false"), tmp_path / "o")
+    assert not (out / "report.html").exists() and (out / "events.parquet").is_file()
+    assert "no report.html" in capsys.readouterr().err
+
+
+def test_where_a_job_runs_is_not_part_of_its_resume_key(trace):
+    from memlens.runs.resume import job_key
+
+    keys = {job_key(settings_for(trace, "lru", n, f"backend={b}"), "sha")
+            for n, b in ((0, "loky"), (4, "loky"), (8, "ray"))}  # fmt: skip
+    assert len(keys) == 1
+    assert job_key(settings_for(trace, "lru", 0, "budget=701"), "sha") not in keys
