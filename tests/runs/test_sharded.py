@@ -253,3 +253,46 @@ def test_where_a_job_runs_is_not_part_of_its_resume_key(trace):
             for n, b in ((0, "loky"), (4, "loky"), (8, "ray"))}  # fmt: skip
     assert len(keys) == 1
     assert job_key(settings_for(trace, "lru", 0, "budget=701"), "sha") not in keys
+
+
+@pytest.mark.slow  # a compare sweep twice (six jobs each, the oracle on): about 10 s
+def test_a_sharded_compare_sweep_gives_the_sweeps_reports(trace):
+    """``memlens.runs.sharded.execute_sharded`` against the sweep's own ``execute``, job by job
+    (reports with their intervals), in this process."""
+    from memlens.cli.replay import compare_jobs
+    from memlens.config.compose import compose_config
+    from memlens.config.schema import resolve
+    from memlens.runs.sharded import execute_sharded
+    from memlens.runs.sweep import execute, plan
+    from memlens.trace.shard import shard_trace as split
+
+    def sweep(shards: int):
+        s = resolve(compose_config("compare", [f"trace={trace}", "policies=[lru,rule,oracle]",
+                                               "budgets=[500,900]", "mlflow.enabled=false",
+                                               "n_jobs=1", f"shards={shards}"]))  # fmt: skip
+        specs = plan(s, list(compare_jobs(s)), {str(trace): split(str(trace), 5).sha256})
+        done = execute_sharded(s, specs, resumable=False) if shards else execute(
+            s, specs, resumable=False)  # fmt: skip
+        return [{k: v for k, v in o.report.to_dict().items() if k not in ("timing", "git_commit")}
+                for o in done.outcomes]  # fmt: skip
+
+    forget_traces()
+    one, sharded = sweep(0), sweep(5)
+    assert len(one) == 6 and one == sharded
+
+
+@pytest.mark.slow  # writes and splits traces of 60,000 and 240,000 events: about 30 s
+def test_the_split_holds_no_more_for_a_longer_trace(tmp_path):
+    """Python memory at the split's peak (tracemalloc) for the same 40 streams, four times
+    the events: the columns are on disk, so the peak grows by far less than four times."""
+    import tracemalloc
+
+    peaks = []
+    for per_stream in (1_500, 6_000):
+        path = tmp_path / f"t{per_stream}.jsonl"
+        write_trace(path, generate_simple(seed=1, streams=40, events_per_stream=per_stream))
+        tracemalloc.start()
+        shard_trace(str(path), 4)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    assert peaks[1] < 1.5 * peaks[0], peaks
