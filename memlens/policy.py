@@ -202,6 +202,11 @@ class Policy:
     #: (the live manager, ``memlens.live``); a policy without it is replayed from its record
     #: there instead, which is exact but costs time in the session's length.
     grows: bool = False
+    #: Whether each stream's replay depends on that stream alone, so that a trace split by
+    #: stream (``shards=N``, ``memlens.runs.sharded``) replays to the same numbers.  A policy
+    #: that prepares something from every stream at once (TF-IDF weights over the whole
+    #: trace's texts) sets it False, and ``shards`` refuses it.
+    stream_local: bool = True
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)

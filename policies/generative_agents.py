@@ -178,6 +178,8 @@ VARIANT_DEFAULTS = {"paper": (1.0, 1.0, 1.0, 0.995, "hours"), "code": (0.5, 2.0,
 @compiled_kernel("memlens.kernels.generative_agents:replay")
 class GenerativeAgents(ScanPolicy):
     name = "generative_agents"
+    #: relevance is TF-IDF with document frequencies over every item of the trace
+    stream_local = False
 
     def __init__(
         self,

@@ -68,6 +68,7 @@ from memlens.analyze.quantiles import grouped_percentile
 from memlens.analyze.registry import (
     Metric,
     StreamParts,
+    combine,
     computed,
     declared,
     metric,
@@ -515,6 +516,7 @@ def compute_metrics(
         streams, parts = _stream_by_stream(trace, result, hits, refs, p95, price_per_mtok,
                                            retrieval, costs)  # fmt: skip
     del refs
+    overall.update(sums_over_streams(overall, parts))
     wall = result.wall_s
     timing = {
         "wall_s": wall,
@@ -654,6 +656,37 @@ def _streams_at_once(trace: Trace, result: SimResult, hits: np.ndarray, refs: Re
     streams = {name: dict(zip(keys, row, strict=True))
                for name, row in zip(trace.stream_names, rows, strict=True)}  # fmt: skip
     return streams, parts
+
+
+#: Overall metrics that sum floats over references: defined as the sum of their per-stream
+#: sums in stream order (``combine`` of the parts), not one sum over every reference, so that a
+#: run split by stream (``memlens.analyze.merge``) adds the very same numbers in the same order.
+SUMMED_OVER_STREAMS = ("miss_cost_usd", "miss_latency_s", "value_weighted_hit_rate")
+
+
+def sums_over_streams(overall: dict, parts: dict) -> dict:
+    """The :data:`SUMMED_OVER_STREAMS` metrics (and ``total_cost_usd``, which adds one of them)
+    from the per-stream parts."""
+    out = {key: combine(*parts[key]) for key in SUMMED_OVER_STREAMS}
+    out["total_cost_usd"] = overall["cost_usd"] + out["miss_cost_usd"]
+    return out
+
+
+#: The retrieval summary's keys with retrieval off (then WM figures: :func:`retrieval_off_overall`).
+RETRIEVAL_OFF_KEYS = frozenset({"context_recall", "mean_context_tokens_total",
+                                "p95_context_tokens_total", "cost_usd_total"})  # fmt: skip
+
+
+def retrieval_off_overall(overall: dict) -> dict:
+    """The overall retrieval summary of a run without retrieval, from its core metrics: what
+    :func:`_retrieval_summary` computes from the same columns (needs present / needs, the WM
+    context figures)."""
+    return {
+        "context_recall": _ratio(overall["hits"], overall["references"]),
+        "mean_context_tokens_total": overall["mean_context_tokens"],
+        "p95_context_tokens_total": overall["p95_context_tokens"],
+        "cost_usd_total": overall["cost_usd"],
+    }
 
 
 def _ids_per_request(trace: Trace, hit: np.ndarray | None = None, keep_if: bool = True

@@ -70,6 +70,12 @@ def check_simulate(cfg: DictConfig) -> Callable[[], None]:
         raise SettingsError(f"policy={policy.name} replays the oracle's plan, but "
                             "oracle.enabled=false turns the oracle off: set oracle.enabled=true")  # fmt: skip
     check_engine(settings, {getattr(policy, "name", type(policy).__name__): policy})
+    if settings.shards:  # split, never parsed whole (memlens.runs.sharded)
+        from memlens.runs.sharded import check_shardable, trace_splitter
+
+        check_shardable(settings, [policy])
+        check_files(settings, [])
+        return trace_splitter(settings, [settings.trace], [policy], tiers=True)
     check_files(settings, [settings.trace])
     return trace_loader(settings, [settings.trace], [policy], tiers=True)
 
@@ -161,6 +167,12 @@ def check_jobs(settings: CompareConfig, names: list[str]) -> Callable[[], None]:
     check_engine(settings, policies)
     check_reference(settings.reference, names)
     traces = settings.traces or [settings.trace]
+    if settings.shards:  # split, never parsed whole (memlens.runs.sharded)
+        from memlens.runs.sharded import check_shardable, trace_splitter
+
+        check_shardable(settings, list(policies.values()))
+        check_files(settings, [])
+        return trace_splitter(settings, traces, list(policies.values()))
     check_files(settings, traces)
     return trace_loader(settings, traces, list(policies.values()))
 
@@ -187,8 +199,24 @@ def _hydra_files() -> list[str]:
 
 
 def _load(settings: CommonConfig, path: str | None = None):
-    try:
+    """The parsed trace, or with ``shards`` its ``memlens.trace.shard.ShardSet`` (never parsed
+    whole); a bad trace: one ``error:`` line, exit 2."""
+    with trace_errors():
+        if settings.shards:
+            from memlens.runs.sharded import no_requests, split
+
+            shards = split(settings, path or settings.trace)
+            if (err := no_requests(shards, path or settings.trace)) is not None:
+                raise err
+            return shards
         return load_trace(settings, path)
+
+
+@contextlib.contextmanager
+def trace_errors() -> Iterator[None]:
+    """A ``TraceError`` (file, line, field): one ``error:`` line and exit 2."""
+    try:
+        yield
     except TraceError as err:
         print(f"error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -225,7 +253,7 @@ def simulate_task(cfg: DictConfig):
     from memlens.runs.writers import run_folder, write_run
 
     settings: RunConfig = resolve(cfg)
-    trace = _load(settings)
+    trace = _load(settings)  # with shards: the split trace, never parsed whole
     out_dir = _run_dir()
     resolved_yaml = OmegaConf.to_yaml(cfg, resolve=True)
     label = f"{settings.policy._target_.rsplit('.', 1)[-1]}@{settings.budget}"
@@ -237,8 +265,15 @@ def simulate_task(cfg: DictConfig):
         ) as tracking,
         run_folder(out_dir, _hydra_files()) as folder,  # swapped in whole at the end
     ):
-        done, report = run(settings, trace, record_values=settings.events.enabled)
-        paths = write_run(folder, done, report, resolved_yaml)
+        if settings.shards:
+            from memlens.runs.sharded import simulate_sharded
+
+            with trace_errors():  # a shard's bad line: exit 2 before any replay
+                report = simulate_sharded(settings, folder, resolved_yaml)
+            paths = sorted(p for p in folder.iterdir() if p.is_file())
+        else:
+            done, report = run(settings, trace, record_values=settings.events.enabled)
+            paths = write_run(folder, done, report, resolved_yaml)
         log_report(tracking, report, paths)
     columns = ["policy", "budget", *summary_columns(settings.retrieval.enabled)]
     rows = [Row(report.row(), report)]
@@ -323,10 +358,17 @@ def run_compare(settings: CompareConfig, cfg: DictConfig, name: str = "compare",
         mlflow_run(settings.mlflow, run_name=name, tags=parent_tags(name, sweep_id)) as parent,
         run_folder(out_dir, _hydra_files()) as folder,
     ):
-        presolve_oracle(settings, traces)
-        events = {p: t.n_events for p, t in traces.items()}
-        del traces  # the sweep's jobs load their own (memlens.runs.pipeline.forget_traces)
-        sweep = execute(settings, specs, parent, settings.resume, events, sweep_id)
+        if settings.shards:  # one task per shard and job (memlens.runs.sharded)
+            from memlens.runs.sharded import execute_sharded
+
+            del traces
+            with trace_errors():  # a shard's bad line: exit 2 before any replay
+                sweep = execute_sharded(settings, specs, parent, settings.resume, sweep_id)
+        else:
+            presolve_oracle(settings, traces)
+            events = {p: t.n_events for p, t in traces.items()}
+            del traces  # the sweep's jobs load their own (memlens.runs.pipeline.forget_traces)
+            sweep = execute(settings, specs, parent, settings.resume, events, sweep_id)
         rows = [Row({**o.report.row(), "policy": o.job.policy_name}, o.report)
                 for o in sweep.outcomes if o.report is not None]  # fmt: skip
         for o in sweep.outcomes:

@@ -148,10 +148,24 @@ class CommonConfig:
     output: OutputConfig = field(default_factory=OutputConfig)
     events: EventLogConfig = field(default_factory=EventLogConfig)  # events.parquet, report.html
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
+    # where the work runs: loky (processes on this machine) or ray (a Ray cluster at
+    # ray_address: host:port, or auto = $RAY_ADDRESS / the local cluster, or with shards a Ray
+    # started on 127.0.0.1 for the run; pip install memlens[ray])
+    backend: str = "loky"
+    ray_address: str = "auto"
+    # split the trace by stream into this many shards, one task per shard and job, merged
+    # exactly (memlens.runs.sharded): a trace larger than one machine; 0 = one process
+    shards: int = 0
 
     def __post_init__(self) -> None:
         if not self.trace.strip():
             raise ValueError("trace must name a trace file, got an empty string")
+        if self.backend not in ("loky", "ray"):
+            raise ValueError(f"backend must be loky or ray, got {self.backend!r}")
+        if self.backend == "ray" and importlib.util.find_spec("ray") is None:
+            raise ValueError("backend=ray needs Ray, which is not installed: "
+                             "pip install 'memlens[ray]'")  # fmt: skip
+        number("shards", self.shards, low=0, high=65536, integer=True)
         number("seed", self.seed, low=0, integer=True)
         check_stats(self.stats)
         if self.engine not in ENGINES:
@@ -200,10 +214,6 @@ class CompareConfig(CommonConfig):
     n_jobs: int = -1
     parallel_min_events: int = 200_000
     resume: bool = True
-    # where the jobs run: loky (processes on this machine) or ray (a Ray cluster at
-    # ray_address: host:port, or auto = $RAY_ADDRESS / the local cluster; pip install memlens[ray])
-    backend: str = "loky"
-    ray_address: str = "auto"
     # several derivations of the same logs in `traces`: print whether the ranking of policies
     # holds across them (memlens.analyze.stability); off by default, since different datasets are
     # expected to rank policies differently
@@ -220,10 +230,6 @@ class CompareConfig(CommonConfig):
             raise ValueError(f"n_jobs must be -1 (every core) or a number of worker processes "
                              f"from 1 to 4096, got {self.n_jobs!r}")  # fmt: skip
         number("parallel_min_events", self.parallel_min_events, low=0, integer=True)
-        if self.backend not in ("loky", "ray"):
-            raise ValueError(f"backend must be loky or ray, got {self.backend!r}")
-        if self.backend == "ray" and importlib.util.find_spec("ray") is None:
-            raise ValueError("backend=ray needs Ray: pip install 'memlens[ray]'")
         if not self.budgets:
             raise ValueError("budgets must list at least one budget, got []")
         if self.stability and len(self.traces or []) < 2:

@@ -96,10 +96,16 @@ def _store_identity(uri: str) -> str:
     return uri
 
 
+#: Settings that say where a job runs, not what it computes (a sharded run is exact).
+NOT_IN_KEY = ("backend", "ray_address", "shards")
+
+
 def job_key(settings, trace_sha256: str) -> str:
     """The resume key of one job: resolved settings + trace hash + code version + the bytes of
     every other file the settings name (a model retrained at the same path is a new job)."""
     data = dataclasses.asdict(settings)
+    for where in NOT_IN_KEY:  # where the work runs changes no number
+        data.pop(where, None)
     mlflow = data.get("mlflow") or {}
     if "tracking_uri" in mlflow:
         mlflow["tracking_uri"] = _store_identity(mlflow["tracking_uri"])
