@@ -627,6 +627,41 @@ def observe(mode, S, K, Q, tree, x, now, s):
         K[9][s] = 1  # re-scored when read (``make_room``): another query may come first
 
 
+@numba.njit(cache=True, nogil=True, _nrt=False)
+def _sift_down(order, key, lo, root, end):
+    """Heap sort's sift of ``order[lo + root]`` within ``order[lo : lo + end]``, by ``key``."""
+    while 2 * root + 1 < end:
+        child = 2 * root + 1
+        if child + 1 < end and key[order[lo + child + 1]] > key[order[lo + child]]:
+            child += 1
+        if key[order[lo + root]] >= key[order[lo + child]]:
+            return
+        order[lo + root], order[lo + child] = order[lo + child], order[lo + root]
+        root = child
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False)
+def _rank_recency(S, K, s):
+    """Generative Agents' rank recency (``recency=rank``, the released code's): the stream's
+    candidates in recency order (least recent first: ``ScanPolicy``'s ``OrderedDict``, which
+    the recency ranks ``S[16]`` follow, all distinct) get ``K[1][k] = decay ** (k + 1)``,
+    k = 0, 1, ..., as their recency component.  The slots are sorted by recency rank in the
+    re-scoring scratch ``S[19]`` (free once ``_rescore`` is done), by heap sort: nothing is
+    allocated.  O(n log n) per victim choice, beside the scan's O(n)."""
+    CX, CR, order, mbase, msize = S[15], S[16], S[19], S[11], S[13]
+    lo, n = mbase[s], msize[s]
+    for p in range(n):
+        order[lo + p] = lo + p
+    for root in range(n // 2 - 1, -1, -1):
+        _sift_down(order, CR, lo, root, n)
+    for end in range(n - 1, 0, -1):
+        order[lo], order[lo + end] = order[lo + end], order[lo]
+        _sift_down(order, CR, lo, 0, end)
+    table = K[1]
+    for p in range(n):
+        CX[0, order[lo + p]] = table[p]
+
+
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _query_weights(mode, S, K, tree, s, t, W):
     """The score's parameters for one victim choice at ``t`` (``W[0]``).  Generative Agents'
@@ -642,6 +677,8 @@ def _query_weights(mode, S, K, tree, s, t, W):
         return
     spread = W[3]
     prm[3] = 1.0
+    if pol[5] != 0.0:  # the rank recency: no common factor, normalised or not
+        _rank_recency(S, K, s)
     if pol[4] != 0.0:
         _scan_spreads(S, s, spread)
     for k in range(3):
@@ -650,7 +687,7 @@ def _query_weights(mode, S, K, tree, s, t, W):
             r = spread[k]
             w = w / r if r > 1e-12 else 0.0
         prm[k] = w
-    if pol[4] == 0.0:
+    if pol[4] == 0.0 and pol[5] == 0.0:
         prm[3] = math.exp(pol[3] * (t - K[3][s]))
 
 
