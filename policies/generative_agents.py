@@ -36,9 +36,9 @@ Two variants (``variant``; each constant overridable):
   is not checked here).  Each component is min-max normalised (lines 232-236); one without
   spread becomes 0.5 everywhere (``normalize_dict_floats``, lines 97-99), which orders nothing,
   as here.  As an eviction order the inversion evicts the most recently accessed first among
-  otherwise equal memories.  The rank recency is replayed on the reference engine (the
-  compiled kernel scores recency by hours; ``kernel_supported``); ``recency="hours"`` with the
-  code's weights and decay replays on the kernel.
+  otherwise equal memories.  Both recencies replay on the compiled kernel
+  (``memlens/kernels/generative_agents.py``: the rank recency sorts the candidates by
+  recency at each victim choice).
 
 Offline stand-ins, said plainly: the IDF statistics are those of the whole trace (texts, never
 needs), and importance is a rule, not a language model.
@@ -218,10 +218,6 @@ class GenerativeAgents(ScanPolicy):
         self.type_base = dict(type_base or DEFAULT_TYPE_BASE)
         self.boosts = dict(boosts or {})
         self.cost_threshold, self.cost_boost = float(cost_threshold), float(cost_boost)
-
-    def kernel_supported(self) -> bool:
-        """The compiled kernel scores recency by hours; the code's rank recency is not in it."""
-        return not self.rank_recency
 
     #: The class's own TF-IDF rows as CSR arrays, for its compiled kernel.
     tfidf_csr = staticmethod(tfidf_csr)

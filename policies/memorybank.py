@@ -33,9 +33,9 @@ commit cf61c4196e4cfdb0f2b7a0316249fa40312dc3a9,
 
 With whole-day ``t`` every memory learned or recalled on the current day has ``t = 0`` and
 ``R = 1``: all tie, and the tie-break (least recently written or used) decides, so on a trace
-shorter than a day (the bundled agent-small) ``variant=code`` evicts exactly as LRU does.  The
-code variant replays on the reference engine (the compiled kernel computes the paper's
-continuous exponent; ``kernel_supported``).
+shorter than a day (the bundled agent-small) ``variant=code`` evicts exactly as LRU does.  Both
+deterministic variants replay on the compiled kernel (``memlens/kernels/memorybank.py``: the
+code variant's whole days in a mode of their own); ``stochastic: true`` on the reference engine.
 """
 
 from __future__ import annotations
@@ -71,9 +71,8 @@ class MemoryBank(ScanPolicy):
         self.stochastic_order = self.stochastic
 
     def kernel_supported(self) -> bool:
-        """The compiled kernel replays the paper's deterministic rule only (no generator draws,
-        no whole days)."""
-        return not self.stochastic and not self.whole_days
+        """The compiled kernel replays both deterministic variants (no generator draws)."""
+        return not self.stochastic
 
     def reset(self, ctx: PolicyContext) -> None:
         super().reset(ctx)

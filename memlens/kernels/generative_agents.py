@@ -8,6 +8,12 @@ cosine is summed in the same order; the items keep only the terms some request h
 densely (``query_vocabulary``: no other term can be shared, and the order of the rest is
 kept, so every sum is the same).
 
+The code variant's rank recency (``recency=rank``: the k-th least recently accessed
+candidate gets ``decay ** (k + 1)``, :func:`rank_recencies`) changes every candidate's
+recency whenever one is used, added or evicted; a victim choice sorts the candidates by
+recency rank and writes each one's rank recency into its slot
+(``scantree._rank_recency``), then normalises and scans as for the hours.
+
 This kernel **scans**, with vectors; it keeps no bound tree (``scantree`` keeps one for
 MemoryBank and MemoryOS heat).  Each stream's candidates keep their three components, recency
 rank and span of terms in slots of their own, end to end (``scantree._copy_to_slot``).
@@ -123,9 +129,22 @@ def _arguments(policy, trace: Trace, budget: int, demand_fetch: bool):
     X[1] = policy.importance_of(trace)  # the class's own
     t0 = np.array([float(trace.ev_t[ev[0]]) if len(ev) else 0.0 for ev in trace.stream_events])
     pol = [policy.w_recency, policy.w_importance, policy.w_relevance, policy.log_decay_per_s,
-           1.0 if policy.normalize else 0.0]  # fmt: skip
+           1.0 if policy.normalize else 0.0,
+           1.0 if policy.rank_recency else 0.0]  # fmt: skip
     return scan_arguments(trace, budget, demand_fetch, GENERATIVE_AGENTS, pol, X, [],
+                          strength=rank_recencies(policy, trace),
                           query=_trace_query_arrays(policy, trace), t0=t0)  # fmt: skip
+
+
+def rank_recencies(policy, trace: Trace) -> np.ndarray | None:
+    """The rank recency of the k-th least recent candidate, ``decay ** (k + 1)`` for every
+    ``k`` below the most items a stream has (``recency=rank``; None otherwise), each
+    computed by Python's ``**`` as the class's ``scores`` does."""
+    if not policy.rank_recency:
+        return None
+    most = int(np.bincount(trace.item_stream).max()) if trace.n_items else 0
+    d = policy.recency_decay
+    return np.array([d ** (k + 1) for k in range(max(most, 1))], np.float64)
 
 
 def replay(policy, trace: Trace, budget: int, demand_fetch: bool, seed: int):

@@ -12,6 +12,15 @@ A victim choice visits the items whose bound does not exceed the victim's expone
 follows the number of near-ties and the tree's depth (log of the items held), not a scan of
 the items held.
 
+The code variant (``variant=code``, ``MemoryBank._code_exponent``) counts whole days: its
+exponent ``(learned day - day) / 5 * strength`` is a step function of ``t``, not a line, so
+the envelope does not bound it.  It is constant within a day, though, so that mode
+(``scantree.MEMORYBANK_DAYS``) keeps in every leaf the item's exact exponent on the stream's
+current day, and in every inner node the least of its leaves' (an exact bound, no margin);
+when an event falls on a later day every candidate is re-scored (``scantree._rebase``).  The
+day numbers are ``floor(t / unit)`` as floats, exact (as are their differences, and so
+``-days / 5``) while they stay below 2**52 in magnitude, which the replay checks.
+
 Deterministic MemoryBank only: with ``stochastic: true`` the class draws from the stream's
 generator for every victim choice, which this kernel does not reproduce (``kernel_supported``
 is False there, and ``engine=auto`` replays it on the reference engine).
@@ -22,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from memlens.kernels.common import result, timed, warm_up
-from memlens.kernels.scantree import MEMORYBANK, replay_scan, scan_arguments
+from memlens.kernels.scantree import MEMORYBANK, MEMORYBANK_DAYS, replay_scan, scan_arguments
 from memlens.trace.model import Trace
 
 
@@ -35,15 +44,33 @@ def strengths(policy, max_uses: int) -> np.ndarray:
     return np.array(out, np.float64)
 
 
+#: the largest day number (``floor(t / unit)``) the code variant's float arithmetic is exact for
+MAX_DAY = 2.0**52
+
+
+def _first_times(policy, trace: Trace) -> np.ndarray:
+    """Per stream the base of the score: its first event's time (the paper's envelope), or
+    that time's day number (the code variant's whole days, ``scantree._rebase``)."""
+    t0 = np.array([float(trace.ev_t[ev[0]]) if len(ev) else 0.0 for ev in trace.stream_events])
+    if not policy.whole_days:
+        return t0
+    days = np.floor(trace.ev_t / policy.time_unit_s)
+    if len(days) and float(np.abs(days).max()) >= MAX_DAY:
+        raise ValueError(f"the memorybank kernel counts days exactly below {MAX_DAY:.0f}: "
+                         "a trace time is too far from 0 for time_unit_hours")  # fmt: skip
+    return np.floor(t0 / policy.time_unit_s)
+
+
 def _arguments(policy, trace: Trace, budget: int, demand_fetch: bool):
     max_uses = int(trace.item_n_uses.max()) if trace.n_items else 0
     X = np.zeros((3, trace.n_items))
-    t0 = np.array([float(trace.ev_t[ev[0]]) if len(ev) else 0.0 for ev in trace.stream_events])
+    t0 = _first_times(policy, trace)
+    mode = MEMORYBANK_DAYS if policy.whole_days else MEMORYBANK
     # inner nodes: the bound reads the envelope (3, 4) alone (``scantree._bound``)
-    return scan_arguments(trace, budget, demand_fetch, MEMORYBANK, [policy.time_unit_s], X,
+    return scan_arguments(trace, budget, demand_fetch, mode, [policy.time_unit_s], X,
                           [(0, 1.0), (1, 1.0), (2, 1.0), (3, 1.0), (4, 1.0)],
                           strength=strengths(policy, max_uses), t0=t0,
-                          inner=[3, 4])  # fmt: skip
+                          inner=[3] if policy.whole_days else [3, 4])  # fmt: skip
 
 
 def replay(policy, trace: Trace, budget: int, demand_fetch: bool, seed: int):

@@ -1,6 +1,6 @@
 """The compiled replay shared by the score-scanning baselines (``policies/scan.py``).
 
-MemoryBank, MemoryOS heat and Generative Agents rank their resident, unpinned items by a score
+MemoryBank (both variants), MemoryOS heat and Generative Agents rank their resident, unpinned items by a score
 that moves with the trace time (a decay shared by every item, per-item constants, a relevance
 to the latest request), so no fixed-key heap follows their order.  Their reference
 (``ScanPolicy.victims``) scores every resident item at each victim choice.  This module finds
@@ -16,7 +16,10 @@ evaluated with the reference's exact floating-point expression.  IEEE rounding i
 items is a lower bound of the score of every item in the set.  A tighter bound follows the
 time: each item's score is a line in a function of ``t``, so the lowest score of a set is
 concave in it and at least the interpolation of its values at two times (the envelope,
-:func:`_rebase`); it is the only bound the inner nodes use now (:func:`_bound`).  Per stream,
+:func:`_rebase`); it is the only bound the inner nodes use now (:func:`_bound`).  MemoryBank's
+code variant counts whole days (``MEMORYBANK_DAYS``): its score is constant within a day, so
+the tree keeps each item's exact score on the current day and recomputes them all when the
+day changes (:func:`_rebase`).  Per stream,
 a segment tree over the candidates (``new_tree``: leaves taken left to right as items are
 placed, so about in recency order) keeps, per node, the minima of the stored components the
 bound reads and the smallest recency rank; the victim is found by branch and bound (smaller
@@ -62,7 +65,7 @@ from memlens.kernels.simd import (
 from memlens.simulator import MoveKind
 from memlens.trace.model import EventKind, Trace
 
-MEMORYBANK, MEMORYOS_HEAT, GENERATIVE_AGENTS = 0, 1, 2
+MEMORYBANK, MEMORYOS_HEAT, GENERATIVE_AGENTS, MEMORYBANK_DAYS = 0, 1, 2, 3
 NO_REC = np.iinfo(np.int64).max  # the recency rank of an empty node
 STACK = 256  # depth-first, at most two nodes pushed per level
 #: candidates from which Generative Agents' scan uses ``simd``'s vectors (measured crossover: 20-30)
@@ -230,6 +233,8 @@ def _bound(mode, val, g, t, prm, bidx, bsgn, leaf, best):
     trace it never pruned a MemoryOS heat node the envelope kept; for MemoryBank it pruned
     some at small budgets (10 nodes per choice against 16 at budget 1024, 3.9M against 3.5M
     events/s) and none at 65536, where dropping it took the replay from 2.2M to 2.55M."""
+    if mode == MEMORYBANK_DAYS:  # the exact exponent of the day (``_rebase``): no margin
+        return val[g, 3]
     lo, hi = val[g, 3], val[g, 4]  # the envelope bound (``_rebase``), f = prm[4]
     env = lo + prm[4] * (hi - lo)
     if mode == MEMORYBANK:
@@ -436,7 +441,14 @@ def _rebase(mode, S, K, tree, s, t):
 
     MemoryBank's exponent ``-(t - learned) / unit / strength`` is a line in ``t`` itself, so
     its envelope interpolates between ``t = T`` and ``t = T + H`` (``H = K[7][s]``, about 256
-    of the stream's events), with ``T`` moved up to ``t`` when ``t`` passes ``T + H``."""
+    of the stream's events), with ``T`` moved up to ``t`` when ``t`` passes ``T + H``.
+
+    MemoryBank's code variant (``MEMORYBANK_DAYS``) counts whole days, so its exponent is a
+    step function of ``t``, constant within a day: ``T`` is the day number of the stream's
+    last event, and components 3 and 4 both hold each item's exponent on that day, exact
+    (``_envelope``); the tree is then a plain min-tree.  When an event falls on another day,
+    ``T`` moves to it (before the event) and every candidate's exponent is recomputed: an
+    O(leaves) rebase per day that has events, O(1) per event within a day."""
     X = S[0]
     toff, cap, slot_item, val, sb = tree[0][s], tree[2][s], tree[4], tree[5], tree[9][s]
     K[3][s] = t
@@ -474,6 +486,9 @@ def _envelope(mode, X, K, s, i):
     elif mode == MEMORYBANK:
         X[3, i] = -(T - X[0, i]) / pol[0] / X[1, i]
         X[4, i] = -(T + K[7][s] - X[0, i]) / pol[0] / X[1, i]
+    elif mode == MEMORYBANK_DAYS:  # ``MemoryBank._code_exponent``: (learned day - day) / 5 * S
+        X[3, i] = (math.floor(X[0, i] / pol[0]) - T) / 5.0 * X[1, i]
+        X[4, i] = X[3, i]
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
@@ -517,7 +532,7 @@ def policy_insert(mode, S, K, Q, i, now, s):
     """``insert``: the item's policy state as the class sets it (not the tree)."""
     X, cnt, learned, strength, t0, qreq = S[0], S[6], S[7], K[1], K[3], K[4]
     t = K[0][now]
-    if mode == MEMORYBANK:
+    if mode == MEMORYBANK or mode == MEMORYBANK_DAYS:
         if learned[i] == 0:
             learned[i] = 1
             X[0, i] = t
@@ -535,7 +550,7 @@ def policy_used(mode, S, K, i, now, s):
     X, cnt, learned, strength, t0 = S[0], S[6], S[7], K[1], K[3]
     t = K[0][now]
     cnt[i] += 1
-    if mode == MEMORYBANK:
+    if mode == MEMORYBANK or mode == MEMORYBANK_DAYS:
         learned[i] = 1
         X[0, i] = t
         X[1, i] = strength[cnt[i]]
@@ -612,6 +627,41 @@ def observe(mode, S, K, Q, tree, x, now, s):
         K[9][s] = 1  # re-scored when read (``make_room``): another query may come first
 
 
+@numba.njit(cache=True, nogil=True, _nrt=False)
+def _sift_down(order, key, lo, root, end):
+    """Heap sort's sift of ``order[lo + root]`` within ``order[lo : lo + end]``, by ``key``."""
+    while 2 * root + 1 < end:
+        child = 2 * root + 1
+        if child + 1 < end and key[order[lo + child + 1]] > key[order[lo + child]]:
+            child += 1
+        if key[order[lo + root]] >= key[order[lo + child]]:
+            return
+        order[lo + root], order[lo + child] = order[lo + child], order[lo + root]
+        root = child
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False)
+def _rank_recency(S, K, s):
+    """Generative Agents' rank recency (``recency=rank``, the released code's): the stream's
+    candidates in recency order (least recent first: ``ScanPolicy``'s ``OrderedDict``, which
+    the recency ranks ``S[16]`` follow, all distinct) get ``K[1][k] = decay ** (k + 1)``,
+    k = 0, 1, ..., as their recency component.  The slots are sorted by recency rank in the
+    re-scoring scratch ``S[19]`` (free once ``_rescore`` is done), by heap sort: nothing is
+    allocated.  O(n log n) per victim choice, beside the scan's O(n)."""
+    CX, CR, order, mbase, msize = S[15], S[16], S[19], S[11], S[13]
+    lo, n = mbase[s], msize[s]
+    for p in range(n):
+        order[lo + p] = lo + p
+    for root in range(n // 2 - 1, -1, -1):
+        _sift_down(order, CR, lo, root, n)
+    for end in range(n - 1, 0, -1):
+        order[lo], order[lo + end] = order[lo + end], order[lo]
+        _sift_down(order, CR, lo, 0, end)
+    table = K[1]
+    for p in range(n):
+        CX[0, order[lo + p]] = table[p]
+
+
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _query_weights(mode, S, K, tree, s, t, W):
     """The score's parameters for one victim choice at ``t`` (``W[0]``).  Generative Agents'
@@ -627,6 +677,8 @@ def _query_weights(mode, S, K, tree, s, t, W):
         return
     spread = W[3]
     prm[3] = 1.0
+    if pol[5] != 0.0:  # the rank recency: no common factor, normalised or not
+        _rank_recency(S, K, s)
     if pol[4] != 0.0:
         _scan_spreads(S, s, spread)
     for k in range(3):
@@ -635,7 +687,7 @@ def _query_weights(mode, S, K, tree, s, t, W):
             r = spread[k]
             w = w / r if r > 1e-12 else 0.0
         prm[k] = w
-    if pol[4] == 0.0:
+    if pol[4] == 0.0 and pol[5] == 0.0:
         prm[3] = math.exp(pol[3] * (t - K[3][s]))
 
 
@@ -734,6 +786,8 @@ def replay_scan(
             K[8][s] = e
         elif mode == MEMORYBANK and K[0][e] > K[3][s] + K[7][s]:
             _rebase(mode, S, K, tree, s, K[0][e])
+        elif mode == MEMORYBANK_DAYS and math.floor(K[0][e] / K[2][0]) != K[3][s]:
+            _rebase(mode, S, K, tree, s, float(math.floor(K[0][e] / K[2][0])))
         if k == EventKind.WRITE:
             if item_tokens[x] <= budget:
                 m = enter(mode, S, K, Q, tree, io, s, x, e, MoveKind.ADMIT, m)

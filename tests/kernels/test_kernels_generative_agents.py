@@ -11,6 +11,7 @@ from memlens import testing
 from memlens.kernels.generative_agents import query_arrays, query_vocabulary, vector_ids
 from memlens.kernels.scantree import _relevance
 from memlens.policy import kernel_of
+from memlens.simulator import MoveKind, simulate
 from memlens.testing import random_events
 from memlens.trace.io import trace_from_events
 
@@ -133,11 +134,66 @@ def test_query_vocabulary_keeps_the_requests_terms_in_the_items_order():
     assert qterm.tolist() == [1, 0, 2] and size == 3
 
 
-def test_kernel_is_registered_for_every_configuration_but_the_rank_recency():
-    assert kernel_of(GenerativeAgents()) == "memlens.kernels.generative_agents:replay"
-    assert kernel_of(GenerativeAgents(variant="code")) is None  # the reference engine
-    code_by_hours = GenerativeAgents(variant="code", recency="hours")
-    assert kernel_of(code_by_hours) == "memlens.kernels.generative_agents:replay"
+def test_kernel_is_registered_for_every_configuration():
+    for policy in (GenerativeAgents(), GenerativeAgents(variant="code"),
+                   GenerativeAgents(variant="code", recency="hours")):  # fmt: skip
+        assert kernel_of(policy) == "memlens.kernels.generative_agents:replay"
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n_events=st.integers(1, 160),
+    n_streams=st.integers(1, 3),
+    budget=st.sampled_from([1, 5, 20, 45, 90, 200, 1000]),
+    demand_fetch=st.booleans(),
+    alternatives=st.booleans(),
+    weights=st.sampled_from([(0.5, 2.0, 3.0), (1.0, 0.0, 0.0), (-1.0, 1.0, 2.0)]),
+    decay=st.sampled_from([0.99, 0.995, 0.5, 1.0]),
+    normalize=st.booleans(),
+    repeat=st.booleans(),
+)
+def test_rank_recency_kernel_equals_reference(seed, n_events, n_streams, budget, demand_fetch,
+                                              alternatives, weights, decay, normalize, repeat):  # fmt: skip
+    """The code's rank recency (``recency=rank``), recency alone among the weights too."""
+    rng = np.random.default_rng(seed)
+    events = timed_events(rng, n_events, n_streams, alternatives)
+    trace = trace_from_events(repeated_queries(events, rng) if repeat else events)
+    wr, wi, wv = weights
+
+    def make():
+        return GenerativeAgents(variant="code", w_recency=wr, w_importance=wi, w_relevance=wv,
+                                recency_decay=decay, recency="rank",
+                                normalize=normalize)  # fmt: skip
+
+    assert_same(trace, make, budget, demand_fetch)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), budget=st.sampled_from([700, 1500, 4000]),
+       normalize=st.booleans())  # fmt: skip
+def test_rank_recency_kernel_equals_reference_with_many_candidates(seed, budget, normalize):
+    """Enough candidates (budgets of 700-4000 tokens) for the vector scans and a deep sort."""
+    rng = np.random.default_rng(seed)
+    trace = trace_from_events(wordy(timed_events(rng, 400, 1, False), rng))
+    assert_same(trace, lambda: GenerativeAgents(variant="code", normalize=normalize), budget,
+                demand_fetch=False)  # fmt: skip
+
+
+def test_rank_recency_with_recency_alone_evicts_the_most_recent_as_the_code_does():
+    """Hand-computed: weights (1, 0, 0) and the rank recency, least recent first 0.99, 0.99**2,
+    ...: the most recently written or used candidate has the lowest score (the inversion)."""
+    trace = trace_from_events([testing.w("a", 10, stream="s", t=0.0),
+                               testing.w("b", 10, stream="s", t=1.0),
+                               testing.w("c", 10, stream="s", t=2.0),
+                               testing.rq("r", "a", stream="s", t=3.0),
+                               testing.w("d", 10, stream="s", t=4.0)])  # fmt: skip
+    policy = GenerativeAgents(variant="code", w_recency=1.0, w_importance=0.0, w_relevance=0.0)
+    res = simulate(trace, policy, 30, engine="fast", progress=False)
+    assert res.engine == "fast"
+    names = {v: k for k, v in trace.item_index.items()}
+    # at d's write the order is b, c, a, d: d, the newest, has 0.99**4, the lowest
+    assert [names[i] for i in res.move_item[res.move_kind == MoveKind.EVICT].tolist()] == ["d"]
     assert (
         kernel_of(GenerativeAgents(normalize=False, w_recency=-1.0))
         == "memlens.kernels.generative_agents:replay"
