@@ -16,7 +16,7 @@ const VIEWS = { runs: "picker", timeline: "timeline-view", heatmap: "heatmap-vie
 const CHART_CONFIG = { displaylogo: false, responsive: true, displayModeBar: false };
 let RUN = null, SUMMARY = null, RUNS = [];
 const S = {};  // the URL's state
-// plotly.min.js (4.8 MB) loads async: the data is fetched meanwhile, charts wait for it here
+// plotly.js (the cartesian bundle, 1.5 MB) loads async: the data is fetched meanwhile, charts wait for it here
 const plotlyReady = new Promise(resolve => {
   if (window.Plotly) resolve();
   else document.getElementById("plotly-js").addEventListener("load", () => resolve());
