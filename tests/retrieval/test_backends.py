@@ -14,10 +14,11 @@ import time
 
 import numpy as np
 import pytest
+from storage_checks import brute_force, check_put_get_delete
 
 from memlens.live import MemoryManager
 from memlens.live.replay import replay_record
-from memlens.retrieval.storage import DocumentStore, ShortTermCache, VectorIndex
+from memlens.retrieval.storage import ShortTermCache, VectorIndex
 
 REDIS = shutil.which("redis-server")
 
@@ -88,22 +89,7 @@ def documents(request, tmp_path):
 
 
 def test_documents_put_get_delete(documents):
-    assert isinstance(documents, DocumentStore)
-    doc = {"text": "refund INV-2024", "tokens": 4, "meta": {"k": [1, 2]}}
-    documents.put("m1", doc)
-    doc["text"] = "changed after put"  # the store holds its own copy
-    assert documents.get("m1") == {"text": "refund INV-2024", "tokens": 4, "meta": {"k": [1, 2]}}
-    documents.put("m1", {"text": "v2"})
-    assert documents.get("m1") == {"text": "v2"}
-    documents.delete("m1")
-    documents.delete("never there")
-    assert documents.get("m1") is None
-
-
-def brute_force(vectors: dict[int, np.ndarray], q: np.ndarray, k: int) -> list[int]:
-    unit = {i: v / np.linalg.norm(v) for i, v in vectors.items()}
-    qn = q / np.linalg.norm(q)
-    return [i for i, _ in sorted(unit.items(), key=lambda kv: (-float(kv[1] @ qn), kv[0]))[:k]]
+    check_put_get_delete(documents)
 
 
 def test_qdrant_index_is_exact_cosine_with_deletes_and_ties_to_the_smaller_key(tmp_path):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from storage_checks import brute_force, check_put_get_delete
 
 from memlens.retrieval.storage import (
-    DocumentStore,
     ExactVectorIndex,
     HnswVectorIndex,
     InProcessCache,
@@ -24,16 +24,7 @@ def documents(request, tmp_path):
 
 
 def test_documents_put_get_delete(documents):
-    assert isinstance(documents, DocumentStore)
-    doc = {"text": "refund INV-2024", "tokens": 4, "meta": {"k": [1, 2]}}
-    documents.put("m1", doc)
-    doc["text"] = "changed after put"  # the store holds its own copy
-    assert documents.get("m1") == {"text": "refund INV-2024", "tokens": 4, "meta": {"k": [1, 2]}}
-    documents.put("m1", {"text": "v2"})
-    assert documents.get("m1") == {"text": "v2"}
-    documents.delete("m1")
-    documents.delete("never there")
-    assert documents.get("m1") is None
+    check_put_get_delete(documents)
 
 
 def test_sqlite_documents_survive_a_restart(tmp_path):
@@ -55,12 +46,6 @@ def test_cache_entries_expire_after_their_ttl():
     assert (cache.get("a"), cache.get("b")) == (None, 2)
     with pytest.raises(ValueError, match="ttl_s"):
         cache.set("c", 3, ttl_s=0)
-
-
-def brute_force(vectors: dict[int, np.ndarray], q: np.ndarray, k: int) -> list[int]:
-    unit = {i: v / np.linalg.norm(v) for i, v in vectors.items()}
-    qn = q / np.linalg.norm(q)
-    return [i for i, _ in sorted(unit.items(), key=lambda kv: (-float(kv[1] @ qn), kv[0]))[:k]]
 
 
 def test_exact_index_is_brute_force_cosine_with_deletes():

@@ -1,0 +1,30 @@
+"""What every storage backend is held to (``memlens.retrieval.storage``'s protocols), shared by
+the embedded stores' tests and the real backends' (tests/retrieval/test_storage.py,
+test_backends.py), so each backend meets the very same expectations."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memlens.retrieval.storage import DocumentStore
+
+
+def check_put_get_delete(documents) -> None:
+    """A document store keeps its own copy, replaces on put, and forgets on delete."""
+    assert isinstance(documents, DocumentStore)
+    doc = {"text": "refund INV-2024", "tokens": 4, "meta": {"k": [1, 2]}}
+    documents.put("m1", doc)
+    doc["text"] = "changed after put"  # the store holds its own copy
+    assert documents.get("m1") == {"text": "refund INV-2024", "tokens": 4, "meta": {"k": [1, 2]}}
+    documents.put("m1", {"text": "v2"})
+    assert documents.get("m1") == {"text": "v2"}
+    documents.delete("m1")
+    documents.delete("never there")
+    assert documents.get("m1") is None
+
+
+def brute_force(vectors: dict[int, np.ndarray], q: np.ndarray, k: int) -> list[int]:
+    """The ``k`` nearest keys by cosine, equal scores to the smaller key."""
+    unit = {i: v / np.linalg.norm(v) for i, v in vectors.items()}
+    qn = q / np.linalg.norm(q)
+    return [i for i, _ in sorted(unit.items(), key=lambda kv: (-float(kv[1] @ qn), kv[0]))[:k]]
