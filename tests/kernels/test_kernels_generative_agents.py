@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memlens.policies.generative_agents import GenerativeAgents, tfidf_csr
@@ -39,6 +40,7 @@ def repeated_queries(events: list[dict], rng: np.random.Generator) -> list[dict]
     return events
 
 
+@pytest.mark.parametrize("recency", ["hours", "rank"])
 @settings(max_examples=100, deadline=None)
 @given(
     seed=st.integers(0, 2**32 - 1),
@@ -48,15 +50,24 @@ def repeated_queries(events: list[dict], rng: np.random.Generator) -> list[dict]
     demand_fetch=st.booleans(),
     alternatives=st.booleans(),
     weights=st.sampled_from(
-        [(1.0, 1.0, 1.0), (0.5, 2.0, 3.0), (-1.0, 1.0, 2.0), (1.0, 0.0, -1.0), (0.0, 0.0, 1.0)]
+        [
+            (1.0, 1.0, 1.0),
+            (0.5, 2.0, 3.0),
+            (-1.0, 1.0, 2.0),
+            (1.0, 0.0, -1.0),
+            (0.0, 0.0, 1.0),
+            (1.0, 0.0, 0.0),
+        ]
     ),  # fmt: skip
     decay=st.sampled_from([0.995, 0.99, 0.5, 1.0]),
     normalize=st.booleans(),
     repeat=st.booleans(),
     variant=st.sampled_from(["paper", "code"]),
 )
-def test_kernel_equals_reference(seed, n_events, n_streams, budget, demand_fetch, alternatives,
-                                 weights, decay, normalize, repeat, variant):  # fmt: skip
+def test_kernel_equals_reference(recency, seed, n_events, n_streams, budget, demand_fetch,
+                                 alternatives, weights, decay, normalize, repeat, variant):  # fmt: skip
+    """Recency by hours (the paper's) and by rank (the released code's), recency alone among
+    the weights too."""
     rng = np.random.default_rng(seed)
     events = timed_events(rng, n_events, n_streams, alternatives)
     trace = trace_from_events(repeated_queries(events, rng) if repeat else events)
@@ -64,7 +75,7 @@ def test_kernel_equals_reference(seed, n_events, n_streams, budget, demand_fetch
 
     def make():
         return GenerativeAgents(variant=variant, w_recency=wr, w_importance=wi, w_relevance=wv,
-                                recency_decay=decay, recency="hours",
+                                recency_decay=decay, recency=recency,
                                 normalize=normalize)  # fmt: skip
 
     assert_same(trace, make, budget, demand_fetch)
@@ -138,35 +149,6 @@ def test_kernel_is_registered_for_every_configuration():
     for policy in (GenerativeAgents(), GenerativeAgents(variant="code"),
                    GenerativeAgents(variant="code", recency="hours")):  # fmt: skip
         assert kernel_of(policy) == "memlens.kernels.generative_agents:replay"
-
-
-@settings(max_examples=100, deadline=None)
-@given(
-    seed=st.integers(0, 2**32 - 1),
-    n_events=st.integers(1, 160),
-    n_streams=st.integers(1, 3),
-    budget=st.sampled_from([1, 5, 20, 45, 90, 200, 1000]),
-    demand_fetch=st.booleans(),
-    alternatives=st.booleans(),
-    weights=st.sampled_from([(0.5, 2.0, 3.0), (1.0, 0.0, 0.0), (-1.0, 1.0, 2.0)]),
-    decay=st.sampled_from([0.99, 0.995, 0.5, 1.0]),
-    normalize=st.booleans(),
-    repeat=st.booleans(),
-)
-def test_rank_recency_kernel_equals_reference(seed, n_events, n_streams, budget, demand_fetch,
-                                              alternatives, weights, decay, normalize, repeat):  # fmt: skip
-    """The code's rank recency (``recency=rank``), recency alone among the weights too."""
-    rng = np.random.default_rng(seed)
-    events = timed_events(rng, n_events, n_streams, alternatives)
-    trace = trace_from_events(repeated_queries(events, rng) if repeat else events)
-    wr, wi, wv = weights
-
-    def make():
-        return GenerativeAgents(variant="code", w_recency=wr, w_importance=wi, w_relevance=wv,
-                                recency_decay=decay, recency="rank",
-                                normalize=normalize)  # fmt: skip
-
-    assert_same(trace, make, budget, demand_fetch)
 
 
 @settings(max_examples=20, deadline=None)

@@ -26,30 +26,7 @@ def timed_events(rng: np.random.Generator, n_events: int, n_streams: int, altern
 assert_same = testing.assert_kernel_matches
 
 
-@settings(max_examples=120, deadline=None)
-@given(
-    seed=st.integers(0, 2**32 - 1),
-    n_events=st.integers(1, 160),
-    n_streams=st.integers(1, 3),
-    budget=st.sampled_from([1, 5, 20, 45, 90, 200, 1000]),
-    demand_fetch=st.booleans(),
-    alternatives=st.booleans(),
-    initial=st.sampled_from([1.0, 0.5, 3.0]),
-    increment=st.sampled_from([1.0, 0.0, 0.1, 2.5]),
-    hours=st.sampled_from([24.0, 1.0, 0.001]),
-)
-def test_kernel_equals_reference(seed, n_events, n_streams, budget, demand_fetch, alternatives,
-                                 initial, increment, hours):  # fmt: skip
-    rng = np.random.default_rng(seed)
-    trace = trace_from_events(timed_events(rng, n_events, n_streams, alternatives))
-
-    def make():
-        return MemoryBank(initial_strength=initial, strength_increment=increment,
-                          time_unit_hours=hours)  # fmt: skip
-
-    assert_same(trace, make, budget, demand_fetch)
-
-
+@pytest.mark.parametrize("variant", ["paper", "code"])
 @settings(max_examples=120, deadline=None)
 @given(
     seed=st.integers(0, 2**32 - 1),
@@ -63,13 +40,14 @@ def test_kernel_equals_reference(seed, n_events, n_streams, budget, demand_fetch
     # days of 3.6 s and 1.8 s: the 1 s and 7 s gaps cross day boundaries within a trace
     hours=st.sampled_from([24.0, 1.0, 0.001, 0.0005]),
 )
-def test_code_variant_kernel_equals_reference(seed, n_events, n_streams, budget, demand_fetch,
-                                              alternatives, initial, increment, hours):  # fmt: skip
+def test_kernel_equals_reference(variant, seed, n_events, n_streams, budget, demand_fetch,
+                                 alternatives, initial, increment, hours):  # fmt: skip
+    """Both variants: the paper's continuous exponent and the code's whole days."""
     rng = np.random.default_rng(seed)
     trace = trace_from_events(timed_events(rng, n_events, n_streams, alternatives))
 
     def make():
-        return MemoryBank(variant="code", initial_strength=initial,
+        return MemoryBank(variant=variant, initial_strength=initial,
                           strength_increment=increment, time_unit_hours=hours)  # fmt: skip
 
     assert_same(trace, make, budget, demand_fetch)
