@@ -19,14 +19,8 @@ from memlens.ui.sample import make_sample_runs
 from memlens.ui.server import UiConfig, running
 from memlens.ui.state import SESSION_COOKIE
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
 VIEWS = ("picker", "timeline-view", "heatmap-view", "graph-view", "influence-view",
          "interventions-view", "diff-view")  # fmt: skip
-
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                                reason="needs Debian's chromium (.ci/run installs it)")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -44,16 +38,6 @@ def ui(tmp_path_factory):
                    feedback_store=str(base / "fb.db"))  # fmt: skip
     with running(cfg) as (url, state):
         yield url, state
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture

@@ -16,13 +16,7 @@ from memlens.ui.sample import make_sample_runs, multi_stream_events, tradeoff_ev
 from memlens.ui.server import UiConfig, running
 from memlens.ui.state import SESSION_COOKIE
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
 STREAMS = ["agent10", "agent2", "agent1"]
-
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                                reason="needs Debian's chromium (.ci/run installs it)")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -34,16 +28,6 @@ def ui(tmp_path_factory):
                    feedback_store=str(base / "fb.db"))  # fmt: skip
     with running(cfg) as (url, state):
         yield url, state
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture
