@@ -15,6 +15,7 @@ from memlens.trace.model import PIN, REQUEST, UNPIN, WRITE
 
 __all__ = [
     "MEMLENS",
+    "Tick",
     "memlens",
     "annotate",
     "pin",
@@ -83,3 +84,14 @@ def memlens(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedPr
     if check and proc.returncode != 0:
         raise AssertionError(f"memlens {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+class Tick:
+    """A live manager's clock that reads 1, 2, 3, ... seconds (deterministic trace times)."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        self.t += 1.0
+        return self.t

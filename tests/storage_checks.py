@@ -28,3 +28,19 @@ def brute_force(vectors: dict[int, np.ndarray], q: np.ndarray, k: int) -> list[i
     unit = {i: v / np.linalg.norm(v) for i, v in vectors.items()}
     qn = q / np.linalg.norm(q)
     return [i for i, _ in sorted(unit.items(), key=lambda kv: (-float(kv[1] @ qn), kv[0]))[:k]]
+
+
+def check_exact_cosine_with_deletes(index, rng) -> None:
+    """A vector index of 8 dimensions returns the exact cosine neighbours, deletes included."""
+    from memlens.retrieval.storage import VectorIndex
+
+    assert isinstance(index, VectorIndex)
+    vectors = {i: rng.normal(size=8).astype(np.float32) for i in range(40)}
+    for i, v in vectors.items():
+        index.add(i, v)
+    for i in range(0, 40, 3):
+        index.delete(i)
+        del vectors[i]
+    for _ in range(10):
+        q = rng.normal(size=8).astype(np.float32)
+        assert [i for i, _ in index.search(q, 5)] == brute_force(vectors, q, 5)

@@ -5,21 +5,13 @@ budget), the settings refused live, and the record's header and overrides carryi
 from __future__ import annotations
 
 import pytest
+from helpers import Tick
 
 from memlens.live import MemoryManager
 from memlens.live.replay import replay_record_retrieval, simulate_overrides
 
 TEXTS = ["the weather in paris is sunny", "flight booking to rome done",
          "hotel price in paris 200", "user likes tea", "more about rome flight", "x y z"]  # fmt: skip
-
-
-class Tick:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        self.t += 1.0
-        return self.t
 
 
 @pytest.fixture

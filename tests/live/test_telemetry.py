@@ -8,6 +8,7 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
+from helpers import Tick
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
@@ -18,15 +19,6 @@ from memlens.live import (
     MemoryManager,  # noqa: E402
     telemetry,  # noqa: E402
 )
-
-
-class Tick:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        self.t += 1.0
-        return self.t
 
 
 @pytest.fixture

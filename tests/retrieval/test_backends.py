@@ -14,11 +14,12 @@ import time
 
 import numpy as np
 import pytest
-from storage_checks import brute_force, check_put_get_delete
+from helpers import Tick
+from storage_checks import check_exact_cosine_with_deletes, check_put_get_delete
 
 from memlens.live import MemoryManager
 from memlens.live.replay import replay_record
-from memlens.retrieval.storage import ShortTermCache, VectorIndex
+from memlens.retrieval.storage import ShortTermCache
 
 REDIS = shutil.which("redis-server")
 
@@ -98,16 +99,7 @@ def test_qdrant_index_is_exact_cosine_with_deletes_and_ties_to_the_smaller_key(t
 
     rng = np.random.default_rng(3)
     index = QdrantVectorIndex(8, path=tmp_path / "q")
-    assert isinstance(index, VectorIndex)
-    vectors = {i: rng.normal(size=8).astype(np.float32) for i in range(40)}
-    for i, v in vectors.items():
-        index.add(i, v)
-    for i in range(0, 40, 3):
-        index.delete(i)
-        del vectors[i]
-    for _ in range(10):
-        q = rng.normal(size=8).astype(np.float32)
-        assert [i for i, _ in index.search(q, 5)] == brute_force(vectors, q, 5)
+    check_exact_cosine_with_deletes(index, rng)
     same = np.eye(8, dtype=np.float32)[0]
     for key in (107, 103, 105, 101):  # four equal vectors: ties, smallest keys first
         index.add(key, same)
@@ -130,15 +122,6 @@ def drive(m: MemoryManager, steps: range) -> list[list[str]]:
             m.pin("m1")
         out.append([i.id for i in m.context("s")])
     return out
-
-
-class Tick:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        self.t += 1.0
-        return self.t
 
 
 def open_backend(kind: str, folder, url: str | None):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from storage_checks import brute_force, check_put_get_delete
+from storage_checks import brute_force, check_exact_cosine_with_deletes, check_put_get_delete
 
 from memlens.retrieval.storage import (
     ExactVectorIndex,
@@ -51,16 +51,7 @@ def test_cache_entries_expire_after_their_ttl():
 def test_exact_index_is_brute_force_cosine_with_deletes():
     rng = np.random.default_rng(1)
     index = ExactVectorIndex(8)
-    assert isinstance(index, VectorIndex)
-    vectors = {i: rng.normal(size=8).astype(np.float32) for i in range(40)}
-    for i, v in vectors.items():
-        index.add(i, v)
-    for i in range(0, 40, 3):
-        index.delete(i)
-        del vectors[i]
-    for _ in range(10):
-        q = rng.normal(size=8).astype(np.float32)
-        assert [i for i, _ in index.search(q, 5)] == brute_force(vectors, q, 5)
+    check_exact_cosine_with_deletes(index, rng)
     with pytest.raises(ValueError, match="vector"):
         index.add(99, np.ones(3))
 
