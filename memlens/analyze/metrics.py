@@ -647,10 +647,7 @@ def _streams_at_once(trace: Trace, result: SimResult, hits: np.ndarray, refs: Re
         if m.parts is not None:
             parts[m.key] = (np.asarray(num, dtype=np.float64),
                             None if den is None else np.asarray(den, dtype=np.float64))  # fmt: skip
-    columns["context_recall"] = columns["hit_rate"]  # retrieval off: the WM is the context
-    columns["mean_context_tokens_total"] = columns["mean_context_tokens"]
-    columns["p95_context_tokens_total"] = columns["p95_context_tokens"]
-    columns["cost_usd_total"] = columns["cost_usd"]
+    columns.update({key: columns[same] for key, same in RETRIEVAL_OFF.items()})
     keys = list(columns)
     rows = zip(*(columns[k] for k in keys), strict=True)
     streams = {name: dict(zip(keys, row, strict=True))
@@ -672,21 +669,16 @@ def sums_over_streams(overall: dict, parts: dict) -> dict:
     return out
 
 
-#: The retrieval summary's keys with retrieval off (then WM figures: :func:`retrieval_off_overall`).
-RETRIEVAL_OFF_KEYS = frozenset({"context_recall", "mean_context_tokens_total",
-                                "p95_context_tokens_total", "cost_usd_total"})  # fmt: skip
+#: With retrieval off the working memory is the whole context: each key of the retrieval
+#: summary is the core metric it then equals (what :func:`_retrieval_summary` computes from the
+#: same columns: needs present / needs, the WM context figures).
+RETRIEVAL_OFF = {"context_recall": "hit_rate", "mean_context_tokens_total": "mean_context_tokens",
+                 "p95_context_tokens_total": "p95_context_tokens", "cost_usd_total": "cost_usd"}  # fmt: skip
 
 
 def retrieval_off_overall(overall: dict) -> dict:
-    """The overall retrieval summary of a run without retrieval, from its core metrics: what
-    :func:`_retrieval_summary` computes from the same columns (needs present / needs, the WM
-    context figures)."""
-    return {
-        "context_recall": _ratio(overall["hits"], overall["references"]),
-        "mean_context_tokens_total": overall["mean_context_tokens"],
-        "p95_context_tokens_total": overall["p95_context_tokens"],
-        "cost_usd_total": overall["cost_usd"],
-    }
+    """The overall retrieval summary of a run without retrieval, from its core metrics."""
+    return {key: overall[same] for key, same in RETRIEVAL_OFF.items()}
 
 
 def _ids_per_request(trace: Trace, hit: np.ndarray | None = None, keep_if: bool = True
