@@ -124,6 +124,7 @@ FAST = ["oracle.enabled=false", "mlflow.enabled=false", "policies=[lru,window,ru
         "budgets=[512,1024]"]  # fmt: skip
 
 
+@pytest.mark.slow  # a whole compare run: 5 s
 def test_compare_reference_end_to_end(tmp_path, six_streams):
     out = tmp_path / "cmp"
     proc = memlens("compare", f"trace={six_streams}", "reference=lru", *FAST,

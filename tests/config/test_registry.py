@@ -183,6 +183,7 @@ def test_a_model_sidecar_names_no_class(tmp_path):
     assert not marker.exists()
 
 
+@pytest.mark.slow  # memlens report over run folders in a fresh process: 4 s
 def test_memlens_report_reads_runs_as_text(tmp_path, monkeypatch):
     """``memlens report`` renders what an MLflow store says; a run whose parameters name
     Popen is a row of text."""

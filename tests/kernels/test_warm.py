@@ -142,6 +142,7 @@ def _simulate(small_trace, out: Path) -> subprocess.CompletedProcess:
                            f"hydra.run.dir={out}"], capture_output=True, text=True, check=True)  # fmt: skip
 
 
+@pytest.mark.slow  # a simulate in a fresh process that compiles a stage: 8 s
 def test_simulate_announces_a_stage_it_compiles_and_times_it(tmp_path, small_trace):
     """Off a terminal: the announcement and a line per stage on stderr, the seconds in
     metrics.json's timing; the next run says nothing and spent nothing."""

@@ -229,6 +229,7 @@ def test_planted_pickles_in_the_oracle_and_embeddings_caches_never_run(tmp_path,
         kind.entry.write_bytes(kind.original)
 
 
+@pytest.mark.slow  # a memlens run in a fresh process over a planted cache: 9 s
 def test_a_planted_pickle_in_a_memlens_run_changes_nothing(tmp_path, trace_file):
     """The reported attack end to end: a later ``memlens simulate`` exits 0 with the same
     numbers as a run without the cache, warns once, and the payload never runs."""

@@ -49,6 +49,7 @@ def test_simulate_logs_params_metrics_and_artifacts_to_sqlite(tmp_path):
     assert {"metrics.json", "per_request.parquet", "resolved_config.yaml"} <= arts
 
 
+@pytest.mark.slow  # an MLflow store and a failing run: 5 s
 def test_a_failing_run_is_marked_failed(tmp_path, monkeypatch):
     from memlens.cli import replay as commands
 

@@ -384,6 +384,7 @@ def trace_bytes(draw) -> bytes:
     return text if draw(st.booleans()) else text + b"\n"
 
 
+@pytest.mark.slow  # 300 hypothesis traces through both parsers: 13 s (make test-all)
 @settings(max_examples=max(300, settings().max_examples))
 @given(data=trace_bytes(), gz=st.booleans(), block=st.sampled_from([61, 1 << 20]))
 def test_bulk_and_exact_parsers_agree(data, gz, block):
