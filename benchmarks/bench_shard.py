@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -63,10 +64,24 @@ print(json.dumps(stats))
 """
 
 
-def run_python(code: str, args: list[str], cache: str) -> dict:
+def run_python(code: str, args: list[str], cache: str, limit_gib: float = 0) -> dict:
+    """Run ``code`` in a fresh process; with ``limit_gib`` its address space is capped there
+    (RLIMIT_AS), so a run that cannot fit this machine fails with a MemoryError instead of
+    taking the machine down: the result then says so and how long it ran."""
     env = {**os.environ, "MEMLENS_CACHE": cache, "PYTHONWARNINGS": "ignore"}
+    cap = int(limit_gib * 2**30)
+
+    def limit() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+    started = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True,
-                          text=True)  # fmt: skip
+                          text=True, preexec_fn=limit if cap else None)  # fmt: skip
+    if proc.returncode and cap and "MemoryError" in proc.stderr:
+        return {"did_not_fit_gib": limit_gib, "failed_after_s": time.perf_counter() - started,
+                "error": proc.stderr.strip().splitlines()[-1][-300:]}  # fmt: skip
     if proc.returncode:
         raise RuntimeError(proc.stderr[-3000:])
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -80,27 +95,66 @@ def worker_peaks(stats: dict) -> dict[int, float]:
     return out
 
 
-def measure(events: int, streams: int, shards: int, folder: Path) -> dict:
+def single_row(one: dict, events: int) -> dict:
+    if "did_not_fit_gib" in one:
+        return {k: round(v, 2) if isinstance(v, float) else v for k, v in one.items()}
+    return {"wall_s": round(one["wall_s"], 2), "peak_mib": round(one["peak_kib"] / 1024),
+            "events_per_s": round(events / one["wall_s"])}  # fmt: skip
+
+
+STREAM_NAME = re.compile(rb'"(task-)?s(\d)')
+
+
+def replicate(base: Path, copies: int, out: Path) -> None:
+    """Write ``copies`` copies of the trace ``base`` one after another into ``out``, copy k's
+    streams, ids, needs and tasks renamed ``ck_sN`` (so no two copies share a stream or an
+    id).  Generating 50M events takes the Python generator ~50 minutes on one core; renamed
+    copies of a 5M-event draw give the same per-stream shape with ``copies`` times the
+    streams, in a minute or two."""
+    tmp = out.with_suffix(".part")
+    with open(tmp, "wb") as dst:
+        for k in range(copies):
+            with open(base, "rb") as src:
+                while block := src.readlines(1 << 26):
+                    dst.write(STREAM_NAME.sub(rb'"\1c%d_s\2' % k, b"".join(block)))
+    tmp.replace(out)
+
+
+def make_trace(folder: Path, events: int, streams: int, copies: int) -> Path:
     from memlens.trace.generate import generate_simple
     from memlens.trace.io import write_trace
 
     trace = folder / f"t{events}.jsonl"
-    if not trace.exists():
-        write_trace(trace, generate_simple(seed=0, streams=streams,
-                                           events_per_stream=events // streams))  # fmt: skip
+    if trace.exists():
+        return trace
+    base = folder / f"t{events // copies}.jsonl" if copies > 1 else trace
+    if not base.exists():
+        write_trace(base, generate_simple(seed=0, streams=streams,
+                                          events_per_stream=events // copies // streams))  # fmt: skip
+    if copies > 1:
+        replicate(base, copies, trace)
+    return trace
+
+
+def measure(events: int, streams: int, shards: int, folder: Path, limit_gib: float,
+            copies: int = 1) -> dict:  # fmt: skip
+    trace = make_trace(folder, events, streams, copies)
     args = [f"trace={trace}", *SETTINGS]
-    one = run_python(SINGLE, [str(folder / f"one{events}"), *args],
-                     tempfile.mkdtemp(dir=folder))  # fmt: skip
     many = run_python(SHARDED, [str(folder / f"ray{events}"), *args, f"shards={shards}",
                                 "backend=ray"], tempfile.mkdtemp(dir=folder))  # fmt: skip
-    a = json.loads((folder / f"one{events}" / "metrics.json").read_text())
-    b = json.loads((folder / f"ray{events}" / "metrics.json").read_text())
-    same = all(a[k] == b[k] for k in a if k not in ("timing", "git_commit"))
+    print(json.dumps({"sharded": many.get("wall_s")}), flush=True)
+    one = run_python(SINGLE, [str(folder / f"one{events}"), *args],
+                     tempfile.mkdtemp(dir=folder), limit_gib)  # fmt: skip
+    same = None  # no single-process metrics to compare with when it did not fit
+    if "did_not_fit_gib" not in one:
+        a = json.loads((folder / f"one{events}" / "metrics.json").read_text())
+        b = json.loads((folder / f"ray{events}" / "metrics.json").read_text())
+        same = all(a[k] == b[k] for k in a if k not in ("timing", "git_commit"))
     phases = {k: round(v, 2) for k, v in many.items() if k.endswith("_s")}
     return {
-        "events": events, "streams": streams, "shards": shards, "same_metrics": same,
-        "single": {"wall_s": round(one["wall_s"], 2), "peak_mib": round(one["peak_kib"] / 1024),
-                   "events_per_s": round(events / one["wall_s"])},
+        "events": events, "streams": streams * copies, "copies": copies, "shards": shards,
+        "same_metrics": same,
+        "single": single_row(one, events),
         "sharded": {"phases_s": phases,
                     "driver_peak_mib": {k: round(v / 1024) for k, v in
                                         many["driver_peak_kib"].items()},
@@ -114,6 +168,14 @@ def main() -> None:
     ap.add_argument("--events", type=int, nargs="+", default=[1_000_000])
     ap.add_argument("--streams", type=int, default=500)
     ap.add_argument("--shards", type=int, default=2)
+    ap.add_argument("--copies", type=int, default=1,
+                    help="draw events/COPIES and write COPIES renamed copies (see replicate)")  # fmt: skip
+    ap.add_argument(
+        "--single-limit-gib",
+        type=float,
+        default=0,
+        help="cap the single-process run's address space (0: no cap)",
+    )
     ap.add_argument("--folder", default=None, help="where traces and runs go (default: a temp)")
     ap.add_argument("--out", default=str(HERE / "results" / "bench_shard.json"))
     args = ap.parse_args()
@@ -122,10 +184,11 @@ def main() -> None:
     rows = []
     for n in args.events:
         started = time.perf_counter()
-        rows.append(measure(n, args.streams, args.shards, folder))
+        rows.append(measure(n, args.streams, args.shards, folder, args.single_limit_gib,
+                            args.copies))  # fmt: skip
         rows[-1]["bench_s"] = round(time.perf_counter() - started)
         print(json.dumps(rows[-1]), flush=True)
-    Path(args.out).write_text(json.dumps(rows, indent=1) + "\n")
+        Path(args.out).write_text(json.dumps(rows, indent=1) + "\n")
 
 
 if __name__ == "__main__":
