@@ -262,7 +262,6 @@ def embedding_policy(kind: str, **kw):
     return make
 
 
-@pytest.mark.slow  # ~10 s: 2 x 40 examples, each an SVD fit and two replays
 @pytest.mark.parametrize("kind", ["trace", "tfidf"])
 @settings(max_examples=40, deadline=None)
 @given(
@@ -289,7 +288,7 @@ def test_kernel_equals_reference_with_embedding_relevance(kind, seed, n_events, 
     assert_same(trace, make, budget, demand_fetch)
 
 
-@pytest.mark.slow  # ~6 s: 15 examples of 400 events with many candidates, both engines
+@pytest.mark.slow  # ~5 s: 15 traces of 400 events with many candidates, on both engines
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), budget=st.sampled_from([700, 1500, 4000]))
 def test_embedding_relevance_kernel_equals_reference_with_many_candidates(seed, budget):
