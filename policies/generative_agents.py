@@ -312,8 +312,10 @@ class GenerativeAgents(ScanPolicy):
 
     def use_embeddings_settings(self, embeddings: EmbeddingsConfig, seed: int) -> None:
         """The run's ``embeddings:`` block and seed (``memlens.runs.pipeline.replay`` hands
-        them over): the vectors of ``relevance=embeddings``, the retrieval tiers' own."""
+        them over): the vectors of ``relevance=embeddings``, the retrieval tiers' own.  The
+        next replay prepares its vectors again, even on the trace it last replayed."""
         self.embeddings, self.embeddings_seed = embeddings, int(seed)
+        self._scan_trace = None  # ``ScanPolicy.reset`` then calls ``prepare`` again
 
     def relevance_key(self, trace, source: str | None = None) -> tuple:
         """What this instance's relevance vectors depend on besides the trace: the source

@@ -82,6 +82,19 @@ def test_embedding_relevance_is_the_cosine_of_the_hand_vectors():
     assert tfidf.relevance(trace.item_index["a"]) == pytest.approx(1.0)
 
 
+def test_new_settings_take_effect_on_the_trace_the_policy_last_replayed():
+    """One instance, one trace: TF-IDF-reduced vectors first, then the trace's own (the hand
+    case's victim c), then back; the reference engine prepares its vectors again each time."""
+    trace = trace_from_events(HAND)
+    policy = relevance_only("embeddings")
+    victims = []
+    for cfg in (EmbeddingsConfig(kind="tfidf", dim=2, cache=False), TRACE_VECTORS):
+        policy.use_embeddings_settings(cfg, seed=0)
+        res = simulate(trace, policy, 30, engine="reference", progress=False)
+        victims.append(evicted(trace, res))
+    assert victims[1] == ["c"] and victims[0] != victims[1]
+
+
 def test_tfidf_stays_the_default_and_a_bad_source_is_refused():
     assert GenerativeAgents().relevance_source == "tfidf"
     assert not GenerativeAgents().reads_embeddings
