@@ -16,8 +16,9 @@ evicted (ties: least recently used):
                   ``importance="meta"`` a rating the trace carries (``meta.importance``, 1-10)
                   divided by 10 instead, the stand-in where an item has none;
 * ``relevance``   cosine similarity between the item's text and the latest request's text,
-                  with TF-IDF vectors (scikit-learn) computed once per trace.  Before a stream's
-                  first request every relevance is 0.
+                  with TF-IDF vectors (scikit-learn) computed once per trace; with
+                  ``relevance="embeddings"`` the dot product of the run's embedding vectors
+                  (below).  Before a stream's first request every relevance is 0.
 
 Two variants (``variant``; each constant overridable):
 
@@ -40,6 +41,27 @@ Two variants (``variant``; each constant overridable):
   (``memlens/kernels/generative_agents.py``: the rank recency sorts the candidates by
   recency at each victim choice).
 
+Relevance, the stand-in for ``text-embedding-ada-002``.  The released code embeds the focal
+point with ``get_embedding`` (``persona/prompt_template/gpt_structure.py``, model
+``text-embedding-ada-002``) and takes ``cos_sim`` (``retrieve.py:49-67``, ``dot(a, b) /
+(norm(a) * norm(b))``) with each node's stored embedding (``extract_relevance``,
+``retrieve.py:175-196``: the call at 189, the cosine at 194).  No LLM is called here, so:
+
+* ``relevance="tfidf"`` (the default): the cosine of the item's and the request's sparse
+  TF-IDF vectors, fitted once on the whole trace's texts.  It stays the default so that the
+  golden numbers and every published table keep their meaning, and because it is the cheaper
+  of the two (a few shared terms per pair instead of a dot product over every dimension).
+* ``relevance="embeddings"``: the vectors ``memlens.retrieval.embeddings.embed_trace`` gives
+  for the run's ``embeddings:`` block (``kind`` tfidf / hashing: TF-IDF reduced to ``dim``
+  dimensions by a seeded SVD; ``trace``: the vectors the trace carries in ``meta.embedding``,
+  e.g. ada-002's own; ``sentence``: a sentence-transformers model already on this machine,
+  ``embeddings.model``, never downloaded), the ones the retrieval tiers index, cached per
+  trace and settings there.  They are L2-normalised (float32), so the cosine is their dot
+  product, summed in float64 over the dimensions in order.  The run hands the settings and
+  seed to the policy (``use_embeddings_settings``, called by ``memlens.runs.pipeline``); a
+  policy built in Python without a run uses ``EmbeddingsConfig()`` and seed 0.  An empty
+  text has the zero vector (relevance 0), where the released code embeds "this is blank".
+
 Offline stand-ins, said plainly: the IDF statistics are those of the whole trace (texts, never
 needs), and importance is a rule, not a language model.
 """
@@ -53,6 +75,7 @@ import numpy as np
 from memlens.policies.scan import ScanPolicy
 
 from memlens.policy import PolicyContext, compiled_kernel
+from memlens.retrieval.embeddings import EmbeddingError, EmbeddingsConfig, embed_trace, vectors_key
 from memlens.trace.features import (
     DEFAULT_TYPE_BASE,
     content_boost,
@@ -64,6 +87,13 @@ from memlens.trace.features import (
 
 _VECTORS_KEY = "_memlens_tfidf_rows"
 _DISTINCT_KEY = "_memlens_tfidf_distinct"
+#: ``{vectors_key: CSR arrays}`` and ``{vectors_key: dict rows}`` of ``relevance=embeddings``:
+#: attributes of their own, keyed by the embedder settings, so TF-IDF and each embedder never
+#: share an entry
+_EMBEDDED_CSR_KEY = "_memlens_ga_embedded_csr"
+_EMBEDDED_ROWS_KEY = "_memlens_ga_embedded_rows"
+#: Where relevance comes from (``relevance=``)
+RELEVANCE_SOURCES = ("tfidf", "embeddings")
 #: ``content_boost``'s defaults: the boosts that count when the config does not set them
 BOOST_DEFAULTS = {
     name: p.default
@@ -125,6 +155,55 @@ def _gather_rows(ptr, term, weight, rows) -> tuple[np.ndarray, np.ndarray, np.nd
     return out_ptr, term[at], weight[at]
 
 
+def embedding_csr(trace, cfg: EmbeddingsConfig, seed: int) -> tuple[np.ndarray, ...]:
+    """The run's embedding vectors (``embed_trace``: L2-normalised float32 rows) of the items,
+    then the requests, as :func:`tfidf_csr`'s CSR arrays: each row's non-zero dimensions in
+    order, as float64, so the class's dicts and the kernel sum every dot product over the same
+    dimensions in the same order.  Cached on the trace per embedder settings and seed."""
+    cache = trace.__dict__.setdefault(_EMBEDDED_CSR_KEY, {})
+    key = vectors_key(trace, cfg, seed)
+    if key not in cache:
+        try:
+            emb = embed_trace(trace, cfg, seed)
+        except EmbeddingError as exc:
+            raise EmbeddingError(f"generative_agents relevance=embeddings: {exc}") from None
+        cache[key] = dense_csr(emb.items) + dense_csr(emb.requests)
+    return cache[key]
+
+
+def embedding_rows(trace, cfg: EmbeddingsConfig, seed: int) -> tuple[list[dict], list[dict]]:
+    """:func:`embedding_csr` as the class's ``{dimension: weight}`` dicts (equal vectors share
+    one dict, which nobody mutates), items then requests; cached like it."""
+    cache = trace.__dict__.setdefault(_EMBEDDED_ROWS_KEY, {})
+    key = vectors_key(trace, cfg, seed)
+    if key not in cache:
+        csr = embedding_csr(trace, cfg, seed)
+        cache[key] = (csr_dicts(*csr[:3]), csr_dicts(*csr[3:]))
+    return cache[key]
+
+
+def dense_csr(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Dense rows as CSR arrays (pointer, dimension, float64 weight), the zeros left out."""
+    rows, cols = np.nonzero(x)
+    ptr = np.zeros(len(x) + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=len(x)), out=ptr[1:])
+    return ptr, cols.astype(np.int64), x[rows, cols].astype(np.float64)
+
+
+def csr_dicts(ptr, term, weight) -> list[dict[int, float]]:
+    """CSR rows as ``{term: weight}`` dicts in row order; equal rows share one dict."""
+    once: dict[tuple, dict[int, float]] = {}
+    t, w, p = term.tolist(), weight.tolist(), ptr.tolist()
+    out = []
+    for a, b in zip(p[:-1], p[1:]):
+        key = (tuple(t[a:b]), tuple(w[a:b]))
+        row = once.get(key)
+        if row is None:
+            row = once[key] = dict(zip(t[a:b], w[a:b]))
+        out.append(row)
+    return out
+
+
 def importance(trace, policy) -> np.ndarray:
     """The class's importance of every item (its static value scaled into [0, 1])."""
     value = static_value(trace, policy.type_base, policy.boosts, policy.cost_threshold,
@@ -178,7 +257,8 @@ VARIANT_DEFAULTS = {"paper": (1.0, 1.0, 1.0, 0.995, "hours"), "code": (0.5, 2.0,
 @compiled_kernel("memlens.kernels.generative_agents:replay")
 class GenerativeAgents(ScanPolicy):
     name = "generative_agents"
-    #: relevance is TF-IDF with document frequencies over every item of the trace
+    #: relevance is TF-IDF with document frequencies over every item of the trace (or an
+    #: embedding fitted on every text of it)
     stream_local = False
 
     def __init__(
@@ -190,6 +270,7 @@ class GenerativeAgents(ScanPolicy):
         recency_decay: float | None = None,
         recency: str | None = None,
         importance: str = "rule",
+        relevance: str = "tfidf",
         normalize: bool = True,
         type_base: dict[str, float] | None = None,
         boosts: dict[str, float] | None = None,
@@ -209,7 +290,12 @@ class GenerativeAgents(ScanPolicy):
             raise ValueError(
                 f"generative_agents: importance must be rule or meta, not {importance!r}"
             )
-        self.importance_source = importance
+        if relevance not in RELEVANCE_SOURCES:
+            raise ValueError(
+                f"generative_agents: relevance must be tfidf or embeddings, not {relevance!r}"
+            )
+        self.importance_source, self.relevance_source = importance, relevance
+        self.embeddings, self.embeddings_seed = EmbeddingsConfig(), 0
         self.variant, self.rank_recency = variant, rec == "rank"
         self.w_recency, self.w_importance, self.w_relevance = float(wr), float(wi), float(wv)
         self.recency_decay = float(decay)
@@ -219,8 +305,38 @@ class GenerativeAgents(ScanPolicy):
         self.boosts = dict(boosts or {})
         self.cost_threshold, self.cost_boost = float(cost_threshold), float(cost_boost)
 
-    #: The class's own TF-IDF rows as CSR arrays, for its compiled kernel.
-    tfidf_csr = staticmethod(tfidf_csr)
+    @property
+    def reads_embeddings(self) -> bool:
+        """Whether a run must make embeddings for this policy (``memlens.runs.preflight``)."""
+        return self.relevance_source == "embeddings"
+
+    def use_embeddings_settings(self, embeddings: EmbeddingsConfig, seed: int) -> None:
+        """The run's ``embeddings:`` block and seed (``memlens.runs.pipeline.replay`` hands
+        them over): the vectors of ``relevance=embeddings``, the retrieval tiers' own.  The
+        next replay prepares its vectors again, even on the trace it last replayed."""
+        self.embeddings, self.embeddings_seed = embeddings, int(seed)
+        self._scan_trace = None  # ``ScanPolicy.reset`` then calls ``prepare`` again
+
+    def relevance_key(self, trace, source: str | None = None) -> tuple:
+        """What this instance's relevance vectors depend on besides the trace: the source
+        and, for embeddings, the embedder settings and seed (the kernel's cache key).
+        ``source``: that source instead of the instance's (the kernel's warm-up: TF-IDF)."""
+        if (source or self.relevance_source) == "tfidf":
+            return ("tfidf",)
+        return ("embeddings", vectors_key(trace, self.embeddings, self.embeddings_seed))
+
+    def relevance_csr(self, trace, source: str | None = None) -> tuple[np.ndarray, ...]:
+        """This instance's item and request vectors (or ``source``'s) as CSR arrays, in its
+        dicts' order (the compiled kernel's input)."""
+        if (source or self.relevance_source) == "tfidf":
+            return tfidf_csr(trace)
+        return embedding_csr(trace, self.embeddings, self.embeddings_seed)
+
+    def relevance_rows(self, trace) -> tuple[list[dict], list[dict]]:
+        """This instance's item and request vectors as ``{term: weight}`` dicts."""
+        if self.relevance_source == "tfidf":
+            return tfidf_rows(trace)
+        return embedding_rows(trace, self.embeddings, self.embeddings_seed)
 
     def importance_of(self, trace) -> np.ndarray:
         """Every item's importance under this instance's settings (its kernel reads it too):
@@ -237,7 +353,7 @@ class GenerativeAgents(ScanPolicy):
 
     def prepare(self, trace) -> None:
         self._importance = self.importance_of(trace).tolist()
-        self._item_vec, self._req_vec = tfidf_rows(trace)
+        self._item_vec, self._req_vec = self.relevance_rows(trace)
 
     def reset(self, ctx: PolicyContext) -> None:
         super().reset(ctx)
@@ -250,7 +366,8 @@ class GenerativeAgents(ScanPolicy):
         self._rel: dict[int, float] = {}  # non-zero relevances of candidates to the latest request
 
     def relevance(self, item: int) -> float:
-        """Cosine similarity of the item's text to the latest request's text."""
+        """Cosine similarity of the item's vector to the latest request's (TF-IDF or the
+        run's embeddings), summed over the item's terms in their order."""
         q = self._query
         vec = self._item_vec[item]
         if not q or q.keys().isdisjoint(vec):  # short texts: usually disjoint, decided in C

@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
 import ablation  # noqa: E402
 import budget_curves  # noqa: E402
 import common  # noqa: E402
+import paired_runs  # noqa: E402
 import pareto  # noqa: E402
 import scaling  # noqa: E402
 
@@ -120,3 +121,26 @@ def test_scaling_measures_throughput_and_oracle_time_on_a_small_trace():
 def test_every_experiment_names_its_outputs_in_its_docstring(module):
     assert "results/" in module.__doc__ and "python experiments/" in module.__doc__
     assert np is not None
+
+
+def compare_json(path: Path, policy_hits: dict[str, list[int]]) -> Path:
+    """A compare.json with one row per policy at budget 512: hits per stream, 10 needs each."""
+    rows = [{"trace": "t", "policy": name, "budget": 512,
+             "stream_parts": {"metrics": {"hit_rate": {"num": hits, "den": [10] * len(hits)}}}}
+            for name, hits in policy_hits.items()]  # fmt: skip
+    path.write_text(json.dumps(rows))
+    return path
+
+
+def test_paired_runs_give_b_minus_a_of_one_policy_with_its_paired_interval(tmp_path):
+    """Hand-computed: six streams, 1 hit in 10 in run A and 2 in run B on every one: B - A is
+    +0.1, and every paired resample is +0.1 too (the interval is the point, without 0)."""
+    a = compare_json(tmp_path / "a.json", {"ga": [1] * 6, "lru": [5] * 6})
+    b = compare_json(tmp_path / "b.json", {"ga": [2] * 6, "lru": [0] * 6})
+    rows = paired_runs.table(a, b, "ga", "hit_rate")
+    assert rows[2] == "| t | 512 | +0.100 [0.100, 0.100] * |"
+    # swapped runs, the opposite sign; another policy, its own rows
+    assert paired_runs.table(b, a, "ga", "hit_rate")[2] == "| t | 512 | -0.100 [-0.100, -0.100] * |"
+    assert paired_runs.table(a, b, "lru", "hit_rate")[2].startswith("| t | 512 | -0.500 ")
+    with pytest.raises(SystemExit, match="no \\(trace, budget\\) of policy 'x'"):
+        paired_runs.table(a, b, "x", "hit_rate")

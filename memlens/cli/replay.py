@@ -74,9 +74,9 @@ def check_simulate(cfg: DictConfig) -> Callable[[], None]:
         from memlens.runs.sharded import check_shardable, trace_splitter
 
         check_shardable(settings, [policy])
-        check_files(settings, [])
+        check_files(settings, [], [policy])
         return trace_splitter(settings, [settings.trace], [policy], tiers=True)
-    check_files(settings, [settings.trace])
+    check_files(settings, [settings.trace], [policy])
     return trace_loader(settings, [settings.trace], [policy], tiers=True)
 
 
@@ -171,9 +171,9 @@ def check_jobs(settings: CompareConfig, names: list[str]) -> Callable[[], None]:
         from memlens.runs.sharded import check_shardable, trace_splitter
 
         check_shardable(settings, list(policies.values()))
-        check_files(settings, [])
+        check_files(settings, [], list(policies.values()))
         return trace_splitter(settings, traces, list(policies.values()))
-    check_files(settings, traces)
+    check_files(settings, traces, list(policies.values()))
     return trace_loader(settings, traces, list(policies.values()))
 
 

@@ -4,7 +4,7 @@ The reference simulator (``memlens.simulator``) with a policy's readable Python 
 specification; a kernel is an optimisation of that pair for one policy class, registered next
 to the class with ``@memlens.policy.compiled_kernel("module:function")``.  A kernel takes what
 it needs from the policy object it is given (settings, and the class's own helpers such as
-``GenerativeAgents.tfidf_csr``), so nothing here imports a policy.
+``GenerativeAgents.relevance_csr``), so nothing here imports a policy.
 ``tests/kernels/test_kernels_table.py`` checks every registered kernel event for event against
 the reference engine on hypothesis-generated traces (hits, context tokens, evictions, the
 whole move log).

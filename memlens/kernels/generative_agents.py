@@ -2,11 +2,13 @@
 
 The class (``policies/generative_agents.py``) evicts the lowest ``w_r * recency + w_i *
 importance + w_v * relevance``, each component min-max normalised over the candidates, the
-relevance being the TF-IDF cosine with the stream's latest request.  The TF-IDF vectors are
-the class's own (``tfidf_rows``), laid out as CSR arrays in the class's dict order so every
-cosine is summed in the same order; the items keep only the terms some request has, numbered
-densely (``query_vocabulary``: no other term can be shared, and the order of the rest is
-kept, so every sum is the same).
+relevance being the cosine with the stream's latest request.  The vectors are the class's
+own (``relevance_csr``: TF-IDF rows, or with ``relevance=embeddings`` the run's embedding
+vectors as rows of every non-zero dimension), laid out as CSR arrays in the class's dict
+order so every cosine is summed in the same order; the items keep only the terms some
+request has, numbered densely (``query_vocabulary``: no other term can be shared, and the
+order of the rest is kept, so every sum is the same).  A dense query has more terms than
+``simd.term_masks`` takes, so embeddings take ``_rescore``'s scalar path: the same sum.
 
 The code variant's rank recency (``recency=rank``: the k-th least recently accessed
 candidate gets ``decay ** (k + 1)``, :func:`rank_recencies`) changes every candidate's
@@ -62,12 +64,12 @@ from memlens.kernels.scantree import GENERATIVE_AGENTS, replay_scan, scan_argume
 from memlens.kernels.simd import TERM_PAD
 from memlens.trace.model import Trace
 
-_CSR_KEY = "_memlens_tfidf_csr"
+_CSR_KEY = "_memlens_ga_query_arrays"  # {policy.relevance_key: query_arrays}
 
 
 def query_arrays(csr: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
     """The relevance arrays of ``scantree._relevance``: items' and requests' CSR vectors
-    (``tfidf_csr``), and the scratch of the loaded query (its terms as bits, its weights
+    (``relevance_csr``), and the scratch of the loaded query (its terms as bits, its weights
     dense, which request is loaded).
 
     Only the terms some request has can ever be shared, so the items keep only those, in
@@ -111,20 +113,25 @@ def vector_ids(ptr: np.ndarray, term: np.ndarray, weight: np.ndarray) -> np.ndar
                      for a, b in zip(p[:-1], p[1:])], np.int64)  # fmt: skip
 
 
-def _trace_query_arrays(policy, trace: Trace):
-    """:func:`query_arrays` of the trace's TF-IDF vectors (the class's ``tfidf_rows`` as CSR
-    arrays, ``tfidf_csr``), the CSR part cached on the trace; the scratch arrays are fresh for
-    every replay."""
-    cached = trace.__dict__.get(_CSR_KEY)
-    if cached is None:
-        cached = trace.__dict__[_CSR_KEY] = query_arrays(policy.tfidf_csr(trace))
-    q = cached
+def _trace_query_arrays(policy, trace: Trace, source: str | None = None):
+    """:func:`query_arrays` of the policy's relevance vectors (``policy.relevance_csr``: the
+    TF-IDF rows, or the run's embeddings as CSR rows of every non-zero dimension), the CSR
+    part cached on the trace under ``policy.relevance_key`` (the source and the embedder
+    settings, so TF-IDF and embeddings never share an entry); the scratch arrays are fresh for
+    every replay.  ``source="tfidf"``: the TF-IDF rows whatever the policy's (the warm-up's
+    one-write trace carries no embedding)."""
+    key = policy.relevance_key(trace, source)
+    cache = trace.__dict__.setdefault(_CSR_KEY, {})
+    if key not in cache:
+        cache[key] = query_arrays(policy.relevance_csr(trace, source))
+    q = cache[key]
     scratch = (np.zeros(q[6].shape[0], np.uint64), np.zeros(q[7].shape[0]),
                np.full(1, -1, np.int64))  # fmt: skip
     return q[:6] + scratch + (q[9],)
 
 
-def _arguments(policy, trace: Trace, budget: int, demand_fetch: bool):
+def _arguments(policy, trace: Trace, budget: int, demand_fetch: bool,
+               source: str | None = None):  # fmt: skip
     X = np.zeros((3, trace.n_items))
     X[1] = policy.importance_of(trace)  # the class's own
     t0 = np.array([float(trace.ev_t[ev[0]]) if len(ev) else 0.0 for ev in trace.stream_events])
@@ -133,7 +140,7 @@ def _arguments(policy, trace: Trace, budget: int, demand_fetch: bool):
            1.0 if policy.rank_recency else 0.0]  # fmt: skip
     return scan_arguments(trace, budget, demand_fetch, GENERATIVE_AGENTS, pol, X, [],
                           strength=rank_recencies(policy, trace),
-                          query=_trace_query_arrays(policy, trace), t0=t0)  # fmt: skip
+                          query=_trace_query_arrays(policy, trace, source), t0=t0)  # fmt: skip
 
 
 def rank_recencies(policy, trace: Trace) -> np.ndarray | None:
@@ -149,7 +156,7 @@ def rank_recencies(policy, trace: Trace) -> np.ndarray | None:
 
 def replay(policy, trace: Trace, budget: int, demand_fetch: bool, seed: int):
     """The ``generative_agents`` kernel: the reference result."""
-    warm_up(replay_scan, lambda tiny: _arguments(policy, tiny, 1, False)[1])
+    warm_up(replay_scan, lambda tiny: _arguments(policy, tiny, 1, False, "tfidf")[1])
     out, args = _arguments(policy, trace, budget, demand_fetch)
     m, wall = timed(replay_scan, *args)
     return result(out, m, policy.name, budget, demand_fetch, wall)

@@ -105,6 +105,13 @@ def _cache_key(trace: Trace, cfg: EmbeddingsConfig, seed: int) -> str:
     return hashlib.sha256(blob).hexdigest()[:32]
 
 
+def vectors_key(trace: Trace, cfg: EmbeddingsConfig, seed: int) -> str:
+    """The key of ``embed_trace(trace, cfg, seed)``'s vectors: equal keys, equal vectors (the
+    settings that change them, the seed, the trace's and the corpus's content).  For callers
+    that keep the vectors in memory (``generative_agents``' relevance) under the same key."""
+    return _cache_key(trace, cfg, seed)
+
+
 def default_cache_dir() -> Path:
     return cache_dir(CACHE_KIND)
 

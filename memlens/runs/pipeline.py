@@ -121,6 +121,9 @@ def replay(settings: RunConfig, trace: Trace, record_values: bool = False) -> Re
     use_oracle = getattr(policy, "use_oracle_settings", None)
     if use_oracle is not None:  # policy=oracle replays the plan the oracle section reports
         use_oracle(settings.oracle)
+    use_embeddings = getattr(policy, "use_embeddings_settings", None)
+    if use_embeddings is not None:  # generative_agents relevance=embeddings: the run's vectors
+        use_embeddings(settings.embeddings, settings.seed)
     retriever = build_retriever(trace, settings.retrieval, settings.tiers, settings.embeddings,
                                 settings.compression, settings.seed)  # fmt: skip
     hook = live_hook(retriever, settings.engine)

@@ -53,8 +53,10 @@ def check_engine(settings: CommonConfig, policies: dict[str, object]) -> None:
         )
 
 
-def check_files(settings: CommonConfig, traces: list[str]) -> None:
-    """Every file and directory the settings name, without reading any of them."""
+def check_files(settings: CommonConfig, traces: list[str], policies: list = ()) -> None:
+    """Every file and directory the settings name, without reading any of them; and the
+    sentence-transformers package when the retrieval tiers or one of ``policies``
+    (``reads_embeddings``: generative_agents relevance=embeddings) need embeddings.kind=sentence."""
     for path in traces:
         check_input_file("trace", path)
     emb = settings.embeddings
@@ -62,10 +64,14 @@ def check_files(settings: CommonConfig, traces: list[str]) -> None:
         check_input_file("embeddings.corpus", emb.corpus)
     check_cache_dir("embeddings.cache_dir", emb.cache_dir)
     check_cache_dir("oracle.cache_dir", settings.oracle.cache_dir)
-    needs = settings.retrieval.enabled and emb.kind == "sentence"
+    readers = [getattr(p, "name", type(p).__name__) for p in policies
+               if getattr(p, "reads_embeddings", False)]  # fmt: skip
+    needs = (settings.retrieval.enabled or readers) and emb.kind == "sentence"
     if needs and importlib.util.find_spec("sentence_transformers") is None:
-        raise SettingsError("embeddings.kind=sentence needs the sentence-transformers package, "
-                            "which is not installed (embeddings.kind=tfidf needs nothing)")  # fmt: skip
+        who = f" (for policy {readers[0]} relevance=embeddings)" if readers else ""
+        raise SettingsError(f"embeddings.kind=sentence{who} needs the sentence-transformers "
+                            "package, which is not installed (embeddings.kind=tfidf needs "
+                            "nothing)")  # fmt: skip
 
 
 def trace_loader(settings: CommonConfig, traces: list[str], policies: list = (),

@@ -229,3 +229,113 @@ def test_repeated_queries_share_a_vector_id():
     # "refund flight" and "flight refund": other texts, one vector; the others differ
     assert by_text["refund flight"] == by_text["flight refund"]
     assert len({by_text["refund flight"], by_text["error answer"], by_text[""]}) == 3
+
+
+# ------------------------------------------------------- relevance from the run's embeddings
+#: ``meta.embedding`` vectors of ``embedded``: unit, skewed, opposite and zero ones, a few
+#: repeated (so two requests share a vector and the kernel takes its "same query" path)
+VECTOR_POOL = [[1.0, 0.0, 0.0, 0.0], [0.6, 0.8, 0.0, 0.0], [-1.0, 0.0, 0.0, 0.0],
+               [0.1, -0.2, 0.3, -0.9], [0.5, 0.5, 0.5, 0.5], [0.0, 0.0, 0.0, 0.0],
+               [3.0, 1.0, -2.0, 0.5]]  # fmt: skip
+
+
+def embedded(events: list[dict], rng: np.random.Generator) -> list[dict]:
+    """``events`` with a ``meta.embedding`` from ``VECTOR_POOL`` on every write and request
+    (``embeddings.kind=trace``: the trace carries its own vectors)."""
+    for ev in events:
+        if ev["event"] in ("write", "request"):
+            vector = VECTOR_POOL[int(rng.integers(len(VECTOR_POOL)))]
+            ev["meta"] = {**ev.get("meta", {}), "embedding": vector}
+    return events
+
+
+def embedding_policy(kind: str, **kw):
+    """A factory of GenerativeAgents with ``relevance=embeddings`` from the embedder ``kind``
+    (as a run hands its ``embeddings:`` block over; no disk cache in tests)."""
+    from memlens.retrieval.embeddings import EmbeddingsConfig
+
+    def make():
+        policy = GenerativeAgents(relevance="embeddings", **kw)
+        policy.use_embeddings_settings(EmbeddingsConfig(kind=kind, dim=8, cache=False), seed=3)
+        return policy
+
+    return make
+
+
+@pytest.mark.parametrize("kind", ["trace", "tfidf"])
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n_events=st.integers(1, 160),
+    n_streams=st.integers(1, 3),
+    budget=st.sampled_from([1, 5, 20, 45, 90, 200, 1000]),
+    demand_fetch=st.booleans(),
+    weights=st.sampled_from([(1.0, 1.0, 1.0), (0.5, 2.0, 3.0), (0.0, 0.0, 1.0), (1.0, 0.0, -1.0)]),
+    normalize=st.booleans(),
+    variant=st.sampled_from(["paper", "code"]),
+)
+def test_kernel_equals_reference_with_embedding_relevance(kind, seed, n_events, n_streams,
+                                                          budget, demand_fetch, weights,
+                                                          normalize, variant):  # fmt: skip
+    """``relevance=embeddings``: the trace's own vectors (negative and zero ones among them)
+    and the TF-IDF + SVD embedder's dense ones, event for event on both engines."""
+    rng = np.random.default_rng(seed)
+    events = timed_events(rng, n_events, n_streams, False)
+    trace = trace_from_events(embedded(events, rng) if kind == "trace" else events)
+    wr, wi, wv = weights
+    make = embedding_policy(kind, variant=variant, w_recency=wr, w_importance=wi,
+                            w_relevance=wv, normalize=normalize)  # fmt: skip
+    assert_same(trace, make, budget, demand_fetch)
+
+
+@pytest.mark.slow  # ~5 s: 15 traces of 400 events with many candidates, on both engines
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), budget=st.sampled_from([700, 1500, 4000]))
+def test_embedding_relevance_kernel_equals_reference_with_many_candidates(seed, budget):
+    """Enough candidates for the vector scans, with dense 8-dimensional query vectors."""
+    rng = np.random.default_rng(seed)
+    trace = trace_from_events(wordy(timed_events(rng, 400, 1, False), rng))
+    assert_same(trace, embedding_policy("tfidf"), budget, demand_fetch=False)
+
+
+def test_embedding_relevance_is_the_dot_product_of_the_unit_vectors():
+    """The kernel's relevance of every item to every request is the class's, and both are the
+    dot product of the L2-normalised vectors (a second, numpy, computation)."""
+    from memlens.retrieval.embeddings import embed_trace
+
+    rng = np.random.default_rng(5)
+    trace = trace_from_events(embedded(random_events(rng, 80, 2), rng))
+    policy = embedding_policy("trace")()
+    policy.prepare(trace)
+    q = query_arrays(policy.relevance_csr(trace))
+    emb = embed_trace(trace, policy.embeddings, policy.embeddings_seed)
+    want = emb.items.astype(np.float64) @ emb.requests.astype(np.float64).T
+    for r, query in enumerate(policy._req_vec):
+        policy._query = query
+        for i in range(trace.n_items):
+            assert _relevance(q, i, r) == policy.relevance(i)
+            assert policy.relevance(i) == pytest.approx(want[i, r], abs=1e-12)
+    assert (want < -0.5).any() and (want > 0.5).any()  # negative cosines are compared too
+
+
+def test_query_arrays_are_cached_per_relevance_source_and_embedder():
+    """One trace, three sources: TF-IDF, the trace's vectors, the SVD embedder at two widths.
+    Each has its own entry, and each entry holds that source's vectors."""
+    from memlens.retrieval.embeddings import EmbeddingsConfig
+
+    rng = np.random.default_rng(2)
+    trace = trace_from_events(embedded(random_events(rng, 60, 1), rng))
+    policies = [GenerativeAgents(), embedding_policy("trace")(), embedding_policy("tfidf")()]
+    wide = GenerativeAgents(relevance="embeddings")
+    wide.use_embeddings_settings(EmbeddingsConfig(kind="tfidf", dim=16, cache=False), seed=3)
+    policies.append(wide)
+    for p in policies:
+        simulate(trace, p, 40, engine="fast", progress=False)
+    cached = trace.__dict__["_memlens_ga_query_arrays"]
+    keys = [p.relevance_key(trace) for p in policies]
+    assert len(set(keys)) == 4 and set(cached) == set(keys)
+    for p, key in zip(policies, keys):
+        want = query_arrays(p.relevance_csr(trace))
+        assert all(np.array_equal(a, b) for a, b in zip(cached[key], want))
+    # the trace's vectors have 4 dimensions: no item row is longer
+    assert np.diff(cached[keys[1]][0]).max() <= 4
