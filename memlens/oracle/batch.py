@@ -8,7 +8,8 @@ are solved independently (``memlens.oracle.solve.stream_bounds``), so each (trac
 cut into chunks of consecutive streams, one task each: on many short streams one budget (the
 smallest, where most streams need HiGHS) no longer holds one core while the other waits
 (issue 34).  This process joins each budget's chunks in stream order, replays the plans
-(``finish``), stores the result in the on-disk oracle cache (``memlens.oracle.cache``), where
+(``finish``); a second round spreads the integer programs of the streams whose replay fell short
+of the LP bound (``close_gaps``) over the workers the same way; then it stores the result in the on-disk oracle cache (``memlens.oracle.cache``), where
 every job then finds it, and in its memo.  The numbers do not depend on the chunks: every
 stream's solve is the same deterministic computation.  With ``oracle.cache: false`` there is
 nothing the workers could share, so the jobs solve for themselves as before.
@@ -20,7 +21,15 @@ import time
 
 from memlens._util.parallel import run_parallel
 from memlens.oracle import cache
-from memlens.oracle.solve import _MEMO, OracleSettings, finish, stream_bounds
+from memlens.oracle.solve import (
+    _MEMO,
+    OracleSettings,
+    apply_closed,
+    close_gaps,
+    finish,
+    open_gaps,
+    stream_bounds,
+)
 
 #: Chunks per worker and (trace, budget): small enough to balance uneven budgets, large enough
 #: that a task's trace load and start-up stay small beside its solves.
@@ -57,36 +66,91 @@ def chunks(n_streams: int, n_workers: int, window: int = 1) -> list[tuple[int, i
     return [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a] or [(0, 0)]
 
 
-def presolve(traces: dict[str, object], trace_cache: bool, budgets: list[int],
-             demand_fetch: bool, settings: OracleSettings, n_workers: int,
-             progress: bool | None = None) -> int:  # fmt: skip
-    """Solve every (trace path -> Trace, budget) not cached yet; returns how many were solved."""
-    if not settings.enabled or not settings.cache:
-        return 0
-    where = cache.directory(settings.cache_dir)
-    todo = []  # (path, budget, key)
+def _close_chunk(task: tuple) -> tuple:
+    path, trace_cache, budget, demand_fetch, settings, streams, lowers = task
+    start = time.perf_counter()
+    trace = _trace(path, trace_cache)
+    closed = close_gaps(trace, budget, demand_fetch, settings, streams, lowers)
+    return closed, time.perf_counter() - start
+
+
+def _pieces(items: list, n_workers: int) -> list[list]:
+    """``items`` cut into at most ``n_workers * CHUNKS_PER_WORKER`` runs of consecutive ones."""
+    n = max(1, min(len(items), n_workers * CHUNKS_PER_WORKER))
+    cuts = [round(k * len(items) / n) for k in range(n + 1)]
+    return [items[a:b] for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+
+
+def _todo(traces: dict, budgets: list[int], demand_fetch: bool, settings, where) -> list:
+    out = []  # (path, budget, key)
     for path, trace in traces.items():
         for budget in budgets:
             key = cache.key(trace, int(budget), bool(demand_fetch), settings.solver_key())
             if key not in _MEMO and not cache.exists(where, key):
-                todo.append((path, int(budget), key))
+                out.append((path, int(budget), key))
+    return out
+
+
+def _lp_round(traces, trace_cache, todo, demand_fetch, settings, n_workers, progress) -> list:
+    """Every (trace, budget)'s LP bounds and replayed plans (``finish``), its streams cut into
+    chunks over the workers; one OracleResult per entry of ``todo``."""
     tasks, owner = [], []
     for k, (path, budget, _) in enumerate(todo):
         for lo, hi in chunks(traces[path].n_streams, n_workers, settings.batch_streams or 1):
             tasks.append((path, trace_cache, budget, bool(demand_fetch), settings, lo, hi))
             owner.append(k)
     parts: dict[int, dict[int, tuple]] = {k: {} for k in range(len(todo))}
+    results: list = [None] * len(todo)
     workers = max(1, min(n_workers, len(tasks)))
     for i, (chunk, wall) in run_parallel(_solve_chunk, tasks, workers, progress, label="oracle"):
         parts[owner[i]][i] = (chunk, wall)
         if len(parts[owner[i]]) == owner.count(owner[i]):  # every chunk of this budget is in
-            path, budget, key = todo[owner[i]]
+            path, budget, _ = todo[owner[i]]
             done = [parts[owner[i]][j] for j in sorted(parts[owner[i]])]
             joined = tuple([x for c, _ in done for x in c[f]] for f in range(3))
             start = time.perf_counter()
             result = finish(traces[path], budget, bool(demand_fetch), joined, 0.0)
             result.wall_s = sum(w for _, w in done) + time.perf_counter() - start
-            cache.store(where, key, result)
-            _MEMO[key] = result
-            parts[owner[i]] = {j: None for j in parts[owner[i]]}  # free the chunks' plans
+            results[owner[i]] = result
+            parts[owner[i]] = {}  # free the chunks' plans
+    return results
+
+
+def _milp_round(traces, trace_cache, todo, results, demand_fetch, settings, n_workers,
+                progress) -> None:  # fmt: skip
+    """The integer programs (``close_gaps``) of every result's open gaps, over the workers,
+    each result then completed by ``apply_closed``."""
+    tasks, owner = [], []
+    for k, ((path, budget, _), result) in enumerate(zip(todo, results, strict=True)):
+        for piece in _pieces(open_gaps(result, settings), n_workers):
+            lowers = [result.streams[s].lower for s in piece]
+            tasks.append((path, trace_cache, budget, bool(demand_fetch), settings, piece, lowers))
+            owner.append(k)
+    closed: dict[int, list] = {k: [] for k in range(len(todo))}
+    workers = max(1, min(n_workers, len(tasks)))
+    for i, (part, wall) in run_parallel(_close_chunk, tasks, workers, progress, label="oracle"):
+        closed[owner[i]].extend(part)
+        results[owner[i]].wall_s += wall
+    for k, (path, _, _) in enumerate(todo):
+        start = time.perf_counter()
+        apply_closed(traces[path], results[k], sorted(closed[k], key=lambda c: c[0]))
+        results[k].wall_s += time.perf_counter() - start
+
+
+def presolve(traces: dict[str, object], trace_cache: bool, budgets: list[int],
+             demand_fetch: bool, settings: OracleSettings, n_workers: int,
+             progress: bool | None = None) -> int:  # fmt: skip
+    """Solve every (trace path -> Trace, budget) not cached yet; returns how many were solved.
+
+    Two rounds over the workers: every budget's LPs and replays first, then the integer
+    programs of the streams the replays left short of their LP bound (``open_gaps``)."""
+    if not settings.enabled or not settings.cache:
+        return 0
+    where = cache.directory(settings.cache_dir)
+    todo = _todo(traces, budgets, demand_fetch, settings, where)
+    results = _lp_round(traces, trace_cache, todo, demand_fetch, settings, n_workers, progress)
+    _milp_round(traces, trace_cache, todo, results, demand_fetch, settings, n_workers, progress)
+    for (_, _, key), result in zip(todo, results, strict=True):
+        cache.store(where, key, result)
+        _MEMO[key] = result
     return len(todo)

@@ -324,6 +324,27 @@ def _chain_program(model: GapModel, head: np.ndarray):
     return A_eq, b_eq, A_ub, np.ones(n_rows)
 
 
+def _integer_program(model: GapModel) -> tuple:
+    """The stream's integer program for HiGHS: objective (minimised: minus the planned hits
+    beyond ``forced_hits``), constraints, integrality and bounds over ``[y, z]`` (and ``h``,
+    one per need, for a model with alternatives)."""
+    from scipy.optimize import Bounds, LinearConstraint
+
+    G, K = model.n_gaps, model.points.shape[0]
+    if model.has_groups:  # h_j continuous: at an integer y its best value is integral anyway
+        c, cons, (lower, upper) = _group_program(model)
+        integrality = np.concatenate([np.ones(G), np.zeros(c.shape[0] - G)])
+        return c, cons, integrality, Bounds(lower, upper)
+    A_eq, b_eq, A_ub = _matrices(model)
+    cons = [LinearConstraint(A_eq, b_eq, b_eq)]
+    if A_ub.shape[0]:
+        cons.append(LinearConstraint(A_ub, -np.inf, 0.0))
+    c = np.concatenate([-np.ones(G), np.zeros(K)])
+    integrality = np.concatenate([np.ones(G), np.zeros(K)])
+    bounds = Bounds(np.zeros(G + K), np.concatenate([np.ones(G), np.full(K, np.inf)]))
+    return c, cons, integrality, bounds
+
+
 def milp_schedule(model: GapModel, node_limit: int) -> tuple[np.ndarray | None, int | None]:
     """The integer program solved by HiGHS's branch and bound within ``node_limit`` nodes.
 
@@ -331,32 +352,42 @@ def milp_schedule(model: GapModel, node_limit: int) -> tuple[np.ndarray | None, 
     from HiGHS's dual bound (valid whether or not the search finished: it bounds every integer
     solution, hence every policy; None if HiGHS gave none).
     """
-    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.optimize import milp
 
     G = model.n_gaps
     if G == 0:
         return np.zeros(0, dtype=bool), model.forced_hits
-    K = model.points.shape[0]
-    if model.has_groups:  # h_j continuous: at an integer y its best value is integral anyway
-        c, cons, (lower, upper) = _group_program(model)
-        integrality = np.concatenate([np.ones(G), np.zeros(c.shape[0] - G)])
-    else:
-        A_eq, b_eq, A_ub = _matrices(model)
-        cons = [LinearConstraint(A_eq, b_eq, b_eq)]
-        if A_ub.shape[0]:
-            cons.append(LinearConstraint(A_ub, -np.inf, 0.0))
-        c, integrality = (
-            np.concatenate([-np.ones(G), np.zeros(K)]),
-            np.concatenate([np.ones(G), np.zeros(K)]),
-        )
-        lower, upper = np.zeros(G + K), np.concatenate([np.ones(G), np.full(K, np.inf)])
-    res = milp(c, constraints=cons, integrality=integrality, bounds=Bounds(lower, upper),
+    c, cons, integrality, bounds = _integer_program(model)
+    res = milp(c, constraints=cons, integrality=integrality, bounds=bounds,
                options={"node_limit": int(node_limit)})  # fmt: skip
     dual = getattr(res, "mip_dual_bound", None)
     bound = None
     if dual is not None and np.isfinite(dual):
         bound = model.forced_hits + _tolerant_floor(-float(dual), G)
     return (None if res.x is None else res.x[:G] > 0.5), bound
+
+
+def none_reaches(model: GapModel, hits: int, node_limit: int) -> bool:
+    """Whether HiGHS proves that no 0/1 schedule plans ``hits`` hits or more (so the stream's
+    hits are bounded by ``hits - 1``, for every policy: the planned hits bound a policy's).
+
+    A feasibility problem (no objective, one more row: planned hits >= ``hits``), which HiGHS
+    usually settles in a fraction of the branch and bound that proves the same bound by
+    optimising (``milp_schedule``): where a replayed plan already scores ``hits - 1``, proving
+    that nothing plans ``hits`` is all the integer program is needed for.  False when a
+    schedule is found or the node limit ends the search first."""
+    from scipy.optimize import LinearConstraint, milp
+
+    if model.n_gaps == 0:
+        return model.forced_hits < hits
+    c, cons, integrality, bounds = _integer_program(model)
+    # planned hits beyond forced_hits are -c @ x, integral at an integral y: a margin below
+    # the integer keeps HiGHS's feasibility tolerance from admitting hits - 1 + 1e-7
+    need = hits - model.forced_hits - 0.5
+    cons = [*cons, LinearConstraint(-c[None, :], need, np.inf)]
+    res = milp(np.zeros_like(c), constraints=cons, integrality=integrality, bounds=bounds,
+               options={"node_limit": int(node_limit)})  # fmt: skip
+    return res.status == 2  # HiGHS: the problem is infeasible (proven, not a limit)
 
 
 def relaxed_upper(model: GapModel) -> int:

@@ -21,7 +21,7 @@ from memlens._util.cachedir import cache_dir as shared_cache_dir
 from memlens.oracle.result import OracleResult, StreamBound
 from memlens.trace.model import Trace
 
-FORMAT = 2  # 2: MILP dual bound may tighten the upper bound of small streams
+FORMAT = 3  # 3: the integer programs run after the replay, only where it falls short of the LP
 KIND = "oracle"
 
 

@@ -4,15 +4,17 @@ Per stream:
 
 * ``upper``: the LP bound (``memlens.oracle.bounds.lp_upper``) when the stream has at most
   ``lp_max_references`` references (or ``method: lp``), else the time-averaged relaxation
-  (``relaxed_upper``).  Small streams (at most ``milp_max_gaps`` gaps) whose rounded schedule
-  falls short of the LP bound also run HiGHS's branch and bound: its dual bound replaces the LP
-  bound when lower (the LP's integrality gap is most of the gap between the bounds).  Every
+  (``relaxed_upper``).  Small streams (at most ``milp_max_gaps`` gaps) whose best replayed
+  plan still falls short of the LP bound then run an integer program (:func:`close_gaps`):
+  HiGHS first proves, where it can, that no schedule plans one hit more than the replay
+  scored (then the bounds meet), else runs its branch and bound, whose dual bound replaces the
+  LP bound when lower (the LP's integrality gap is most of the gap between the bounds).  Every
   LP is re-solved ``cut_rounds`` times with the cover cuts its optimum violates
   (``memlens.oracle.cuts``), which closes most of that integrality gap on long streams.  Which
   bound was used is reported as ``upper_method`` (``lp``, ``milp`` or ``relaxed``).
-* ``lower``: the hits the simulator really gets replaying ``policy=oracle`` with the best of two
-  plans: the MILP's incumbent or the rounded LP schedule (whichever keeps more), and the empty
-  plan (pure Belady-Size).  The replay is done here with the
+* ``lower``: the hits the simulator really gets replaying ``policy=oracle`` with the best of
+  its plans: the rounded LP schedules, the empty plan (pure Belady-Size) and the branch and
+  bound's incumbent where it ran.  The replay is done here with the
   reference simulator, so ``oracle_lower`` is by construction what ``policy=oracle`` scores.
 
 Results are memoised in the process and cached on disk (``memlens.oracle.cache``), keyed by
@@ -33,6 +35,7 @@ from memlens.oracle.bounds import (
     lp_candidates,
     lp_candidates_many,
     milp_schedule,
+    none_reaches,
     relaxed_upper,
 )
 from memlens.oracle.model import build_model, keep_pairs, schedule_load_ok
@@ -145,16 +148,6 @@ def _stream_bound(model, settings: OracleSettings, lp=None) -> tuple[StreamBound
         base = max(rounded[:n_base], key=model.planned_hits)  # the first of equals
         selected = max(rounded, key=model.planned_hits)
         lower_method = "lp-round"
-        # on the uncut rounding's condition, so that schedule is what cut_rounds=0 keeps
-        if 0 < model.n_gaps <= settings.milp_max_gaps and model.planned_hits(base) < upper:
-            exact, dual_bound = milp_schedule(model, settings.milp_node_limit)
-            if exact is not None and schedule_load_ok(model, exact):
-                if model.planned_hits(exact) > model.planned_hits(selected):
-                    selected = exact
-                if model.planned_hits(exact) > model.planned_hits(base):
-                    base, lower_method = exact, "milp"
-            if dual_bound is not None and dual_bound < upper:
-                upper, upper_method = dual_bound, "milp"
         if not (schedule_load_ok(model, selected) and schedule_load_ok(model, base)):
             raise OracleSolveError(
                 f"stream {model.stream}: rounded schedule infeasible (oracle bug)"
@@ -285,16 +278,89 @@ def _batched_lps(models: list, settings: OracleSettings) -> tuple[dict, float]:
 
 def finish(trace: Trace, budget: int, demand_fetch: bool, parts: tuple[list, list, list],
            wall_s: float) -> OracleResult:  # fmt: skip
-    """The result from every stream's :func:`stream_bounds` (in stream order): the plans
-    replayed for the lower bounds."""
+    """The result from every stream's :func:`stream_bounds` (in stream order): the LP plans
+    replayed for the lower bounds.  :func:`open_gaps` then says where an integer program may
+    close what is left between the bounds."""
     bounds, candidates, planned = parts
     plans = _lower_bounds(trace, bounds, candidates, planned, budget, demand_fetch)
     return OracleResult(budget, demand_fetch, bounds, plans, wall_s)
+
+
+def open_gaps(result: OracleResult, settings: OracleSettings) -> list[int]:
+    """The streams whose best replayed plan scores below their LP bound and whose integer
+    program is small enough to try (``milp_max_gaps``).
+
+    Asked after the replay, not before: a replay often scores more than its plan promised (the
+    oracle policy adds hits of its own), and where it reaches the LP bound both bounds are
+    already exact, so on many short streams about half the integer programs a plan-based test
+    would start are never needed."""
+    return [s for s, b in enumerate(result.streams)
+            if b.lower < b.upper and b.upper_method == "lp"
+            and 0 < b.gaps <= settings.milp_max_gaps]  # fmt: skip
+
+
+def close_gaps(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSettings,
+               streams: list[int], lowers: list[int]) -> list[tuple]:  # fmt: skip
+    """Per stream of ``streams`` (whose best replay scored ``lowers``): ``(stream, upper or
+    None, keep pairs of an integer schedule or None, its planned hits, seconds)``.
+
+    First a feasibility problem: can any schedule plan one hit more than the replay scored
+    (``memlens.oracle.bounds.none_reaches``)?  Where HiGHS proves not, the replayed score is
+    the stream's upper bound too, proven, and nothing more is solved.  Otherwise HiGHS's
+    branch and bound (``milp_schedule``) gives its dual bound and its best schedule, to be
+    replayed (:func:`apply_closed`).  Independent per stream, so a sweep spreads them over its
+    workers (``memlens.oracle.batch``)."""
+    out = []
+    with silenced(settings.solver_log):
+        for s, lower in zip(streams, lowers, strict=True):
+            t0 = time.perf_counter()
+            model = build_model(trace, s, budget, demand_fetch)
+            if none_reaches(model, lower + 1, settings.milp_node_limit):
+                out.append((s, lower, None, 0, time.perf_counter() - t0))
+                continue
+            exact, dual_bound = milp_schedule(model, settings.milp_node_limit)
+            pairs, planned = None, 0
+            if exact is not None and schedule_load_ok(model, exact):
+                pairs, planned = keep_pairs(model, exact), model.planned_hits(exact)
+            out.append((s, dual_bound, pairs, planned, time.perf_counter() - t0))
+    return out
+
+
+def apply_closed(trace: Trace, result: OracleResult, closed: list[tuple]) -> OracleResult:
+    """Lower upper bounds to what :func:`close_gaps` proved, and replay its schedules: one
+    keeps the stream's plan where it scores more than the LP plans did."""
+    bounds = result.streams
+    for s, upper, _, _, seconds in closed:
+        bounds[s].solve_s += seconds
+        if upper is not None and upper < bounds[s].upper:
+            bounds[s].upper, bounds[s].upper_method = int(upper), "milp"
+    tried = [(s, pairs, planned) for s, _, pairs, planned, _ in closed if pairs is not None]
+    if tried:
+        empty = np.zeros((0, 2), dtype=np.int64)
+        plans = [empty] * trace.n_streams
+        for s, pairs, _ in tried:
+            plans[s] = pairs
+        hits = _replay(trace, plans, result.budget, result.demand_fetch)
+        for s, pairs, planned in tried:
+            if not trace.has_alternatives and hits[s] < planned:
+                raise OracleSolveError(f"stream {s}: replay scored below its plan (oracle bug)")
+            if hits[s] > bounds[s].lower:
+                bounds[s].lower, bounds[s].lower_method = int(hits[s]), "milp"
+                result.plans[s] = pairs
+    for s, b in enumerate(bounds):
+        if b.lower > b.upper:
+            raise OracleSolveError(
+                f"stream {s}: oracle_lower {b.lower} > oracle_upper {b.upper} (oracle bug)"
+            )
+    return result
 
 
 def _compute(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSettings):
     t_all = time.perf_counter()
     parts = stream_bounds(trace, budget, demand_fetch, settings)
     result = finish(trace, budget, demand_fetch, parts, 0.0)
+    gaps = open_gaps(result, settings)
+    lowers = [result.streams[s].lower for s in gaps]
+    apply_closed(trace, result, close_gaps(trace, budget, demand_fetch, settings, gaps, lowers))
     result.wall_s = time.perf_counter() - t_all
     return result
