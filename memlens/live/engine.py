@@ -14,6 +14,7 @@ the engines share, and :func:`replay_into` rebuilds it from a loaded record (reo
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 
 import numpy as np
@@ -200,6 +201,17 @@ def replay_into(state: LiveState, trace: Trace, make_policy: Callable[[], Policy
                 demand_fetch: bool, seed: int) -> list[StreamEngine]:  # fmt: skip
     """One engine per stream of ``trace`` (the reopened record), each fed its stream's events:
     the state a live session had when the record was last appended to."""
+    collecting = gc.isenabled()
+    gc.disable()  # no reference cycles are made here, only millions of heap entries to scan
+    try:
+        return _replay_streams(state, trace, make_policy, budget, demand_fetch, seed)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _replay_streams(state: LiveState, trace: Trace, make_policy: Callable[[], Policy],
+                    budget: int, demand_fetch: bool, seed: int) -> list[StreamEngine]:  # fmt: skip
     kinds, refs = trace.ev_kind.tolist(), trace.ev_ref.tolist()
     engines: list[StreamEngine] = []
     for s in range(trace.n_streams):

@@ -430,8 +430,8 @@ class MemoryManager:
         if self._incremental is None:
             self._incremental = IncrementalRetrieval(self._retrieval, self._cols,
                                                      self._config.seed)  # fmt: skip
-        self._incremental.catch_up(self._events, self._engines)
-        return self._incremental.context(self._streams[name], query, t)
+        vector = self._incremental.catch_up(self._events, self._engines, query)
+        return self._incremental.context(self._streams[name], vector, t)
 
     def _moves_mark(self, s: int) -> int:
         """Where stream ``s``'s move log is now (policies that grow: the live engine's)."""

@@ -186,17 +186,19 @@ class IncrementalRetrieval(Retriever):
         self._fed = 0  # events fed
 
     # ------------------------------------------------------------ feeding
-    def catch_up(self, events: list[dict], engines: list) -> None:
+    def catch_up(self, events: list[dict], engines: list, query: str = "") -> np.ndarray:
         """Feed the session's events from the last call on (``events[e]`` is event ``e``;
-        ``engines[s]``: stream ``s``'s live engine, whose move log has every event's moves)."""
-        if self._fed == len(events):
-            return
+        ``engines[s]``: stream ``s``'s live engine, whose move log has every event's moves);
+        returns ``query``'s text vector, embedded in the same batch as the new texts (an
+        embedder call costs about a millisecond however few its texts)."""
         new = range(self._fed, len(events))
         n0 = len(self.state.where)
         written = [self.columns.ev_t[e] for e in new if events[e]["event"] == "write"]
-        self._add_items(n0, written, len(engines))
+        items = self.columns.item_text[n0 : n0 + len(written)]
         texts = [events[e].get("text", "") for e in new if events[e]["event"] == "request"]
-        vectors = iter(self._embed(texts)) if texts else iter(())
+        batch = self._embed([*items, *texts, query])
+        self._add_items(n0, written, len(engines), batch[: len(items)])
+        vectors = iter(batch[len(items) : -1])
         cols, item, state = self.columns, n0, self.state
         for e in new:
             s, kind = cols.ev_stream[e], events[e]["event"]
@@ -212,10 +214,12 @@ class IncrementalRetrieval(Retriever):
                 seen += 1
             self._moves_seen[s] = seen
         self._fed = len(events)
+        return batch[-1]
 
-    def _add_items(self, n0: int, times: list[float], n_streams: int) -> None:
+    def _add_items(self, n0: int, times: list[float], n_streams: int, vectors: np.ndarray
+                   ) -> None:  # fmt: skip
         """The items written since the last call, from item ``n0`` on (``times``: their write
-        times): vectors, values, forms."""
+        times; ``vectors``: their text vectors): values, forms, the index's rows."""
         from memlens.retrieval.compression import stored_forms
         from memlens.trace.features import static_value_of
 
@@ -233,7 +237,7 @@ class IncrementalRetrieval(Retriever):
         values = np.clip(static_value_of(types, texts, tokens, cols.item_cost[n0:n1]), 0.0, 1.0)
         self.values = np.concatenate([self.values, values])
         self.comp.extend(*stored_forms(self._compression, types, tokens, texts, values))
-        self.index.add_items(self._embed(texts), cols.item_stream[n0:n1], types, [0] * (n1 - n0),
+        self.index.add_items(vectors, cols.item_stream[n0:n1], types, [0] * (n1 - n0),
                              times, n_streams)  # fmt: skip
         self.vectors, self.item_t = self.index.vectors, self.index.item_t
 
@@ -260,9 +264,10 @@ class IncrementalRetrieval(Retriever):
         self.gather(r, e)
 
     # ------------------------------------------------------------ asking
-    def context(self, s: int, query: str, now: float) -> list[tuple[int, int, int]] | None:
-        """``retrieve``'s answer for a request of stream ``s`` with text ``query`` at trace
-        time ``now``, after the events fed; the state is left as it is.  None when that
+    def context(self, s: int, vector: np.ndarray, now: float) -> list[tuple[int, int, int]] | None:
+        """``retrieve``'s answer for a request of stream ``s`` whose text has the vector
+        ``vector`` (``catch_up``'s) at trace time ``now``, after the events fed; the state is
+        left as it is.  None when that
         request would itself move the state first (a TTL expiry due at ``now``): the caller
         then asks ``retrieve``."""
         if self.state.expiring(s, now):
@@ -271,7 +276,7 @@ class IncrementalRetrieval(Retriever):
             got = self._pending.get(s, [])
         else:
             r = len(self.query)
-            self.query.append(self._query(s, self._embed([query])[0]))
+            self.query.append(self._query(s, vector))
             self.plan.task.append("")
             try:
                 got, _ = self.assemble(r, s, -1, now=now, touch=False)
