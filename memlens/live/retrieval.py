@@ -3,14 +3,15 @@
 A run with ``retrieval.enabled`` assembles, at each request, the working memory plus what the
 short-term cache and the long-term store bring back for the request's text
 (``memlens.retrieval.assemble``).  The live manager answers ``context(stream, query)`` as that
-engine answers a request with text ``query`` made *now*: it runs the replay's own retrieval
-driver (``retrieve_post_hoc``) over the session so far plus one probe request (no needs) at
-the end, and returns what the probe request got.  Nothing here re-implements a rule of the
+engine answers a request with text ``query`` made *now*.  :func:`retrieve` is the definition:
+it runs the replay's own retrieval driver (``retrieve_post_hoc``) over the session so far plus
+one probe request (no needs) at the end, and returns what the probe request got, rebuilding
+the tier state, the long-term index and the embeddings per call (time in the session's
+length).  :class:`IncrementalRetrieval` gives the same answers from the same engine kept
+current as the session grows (an index query per call); the manager asks it where it serves
+and falls back to :func:`retrieve` elsewhere.  Nothing here re-implements a rule of the
 engine, so a following ``used(stream, ids, text=query)`` at the same clock reading is a
 request whose retrieved set in ``memlens simulate`` of the record is exactly this one.
-
-What that costs: the tier state, the long-term index and the embeddings of the session are
-rebuilt per call (time in the session's length; docs/live.md gives the measured cost).
 
 Two limits, both refused with a clear error when the session is configured:
 
