@@ -1,6 +1,7 @@
 """Speed of the live memory manager (issue 29), written to results/live.md.
 
-    .venv/bin/python benchmarks/bench_live.py [--items 10000] [--steps 2000] [--reopen-events 1000000]
+    .venv/bin/python benchmarks/bench_live.py [--items 10000] [--steps 2000] [--query-steps 1000]
+                                              [--reopen-events 1000000]
 
 * Step latency: one stream holds ``--items`` items written through ``MemoryManager.write``
   (texts and types cycled from a small agent-like set, one ``used`` of two recent items every
@@ -11,6 +12,8 @@
   keeps every item resident is shown too, as the other extreme (``--all-resident-steps``).
   Wall-clock and CPU time (``time.thread_time``) per step: on a shared machine the wall clock
   includes time spent waiting for a core.
+* ``context(stream, query)`` with retrieval on (``--query-steps``): the same fill, then
+  each timed call after one more write (the incremental retrieval engine feeds it first).
 * Reopen: a record of ``--reopen-events`` events (``generate_simple``, 8 streams, with a live
   header) opened with ``MemoryManager.reopen``: load, validate and replay it into the live
   state, best of ``--repeat`` runs.
@@ -81,6 +84,58 @@ def step_latency(policy: str, items: int, steps: int, budget: int, folder: Path)
             "cpu_p50": np.percentile(cpu_us, 50), "cpu_p99": np.percentile(cpu_us, 99)}  # fmt: skip
 
 
+CORPUS = "\n".join(text for _, text in TEXTS) + "\nrefund policy for broken orders\n"
+QUERIES = ["what did the refund API say", "order status for Alice", "what is the plan"]
+
+
+def query_latency(policy: str, items: int, steps: int, folder: Path) -> dict:
+    """``context(stream, query)`` with retrieval on, ``items`` written: p50/p99 of the call
+    alone (each after a write, so every call first feeds that write to the incremental
+    retrieval engine), after one call that builds the engine over what was written."""
+    corpus = folder / "corpus.txt"
+    corpus.write_text(CORPUS)
+    clock = itertools.count()
+    manager = MemoryManager(policy, 2048, folder / f"query-{policy}.jsonl",
+                            clock=lambda: float(next(clock)), retrieval={"k": 8, "budget": 512},
+                            tiers={"short_term_tokens": 4096},
+                            embeddings={"corpus": str(corpus), "cache": False})  # fmt: skip
+    fill(manager, items)
+    t0 = time.perf_counter()
+    manager.context("a", query=QUERIES[0])
+    first = time.perf_counter() - t0
+    lat, cpu = np.empty(steps), np.empty(steps)
+    retrieved = 0
+    for k in range(steps):
+        type_, text = TEXTS[k % len(TEXTS)]
+        manager.write("a", f"{text} step {k}", type_, tokens=20 + 7 * (k % 9))
+        t0, c0 = time.perf_counter(), time.thread_time()
+        ctx = manager.context("a", query=QUERIES[k % len(QUERIES)])
+        lat[k], cpu[k] = time.perf_counter() - t0, time.thread_time() - c0
+        retrieved = sum(1 for i in ctx if i.tier != "working")
+    manager.close()
+    us, cpu_us = lat * 1e6, cpu * 1e6
+    return {"policy": policy, "first_s": first, "p50": np.percentile(us, 50),
+            "p99": np.percentile(us, 99), "cpu_p99": np.percentile(cpu_us, 99),
+            "retrieved": retrieved}  # fmt: skip
+
+
+def query_rows(args) -> list[str]:
+    """The ``context(query)`` table (``--query-steps``)."""
+    lines = ["", f"context(stream, query) with retrieval on (k=8, retrieval budget 512, "
+             f"short-term cache 4,096 tokens, tfidf on a fixed corpus), {args.items:,} items "
+             f"written, {args.query_steps:,} timed calls, each after a write:", "",
+             "| policy | retrieved per call | first call s | p50 us | p99 us | CPU p99 us |",
+             "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        for policy in POLICIES:
+            r = query_latency(policy, args.items, args.query_steps, Path(tmp))
+            row = (f"| {policy} | {r['retrieved']} | {r['first_s']:.2f} | {r['p50']:.0f} | "
+                   f"{r['p99']:.0f} | {r['cpu_p99']:.0f} |")  # fmt: skip
+            print(row, flush=True)
+            lines.append(row)
+    return lines
+
+
 def reopen_time(policy: str, body: Path, repeat: int, folder: Path) -> tuple[float, float]:
     """Best wall and CPU time of ``MemoryManager.reopen`` on ``body``'s events under
     ``policy``'s header."""
@@ -112,6 +167,12 @@ def main() -> None:
         default=200,
         help="steps at the budget that keeps every item resident (each is slow)",
     )
+    ap.add_argument(
+        "--query-steps",
+        type=int,
+        default=1_000,
+        help="timed context(query) calls with retrieval on (0: skip)",
+    )
     ap.add_argument("--reopen-events", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "live.md"))
@@ -135,6 +196,8 @@ def main() -> None:
                        f"{r['cpu_p99']:.0f} |")  # fmt: skip
                 print(row, flush=True)
                 lines.append(row)
+        if args.items and args.query_steps:
+            lines += query_rows(args)
         if not args.reopen_events:
             write_text(Path(args.out), "\n".join(lines) + "\n")
             return

@@ -31,6 +31,10 @@ cachetools' ``Cache``:
                                 makes them; extend the per-item and per-event lists the policy
                                 took from ``ctx.trace`` from ``columns`` (module docstring of
                                 ``memlens.live.columns``) before its next call.
+``share_trace_state(other)``    (live use only, optional) ``other`` is an instance of the same
+                                configuration already reset on the trace this one will be reset
+                                on (the live manager runs one instance per stream): take its
+                                read-only per-trace state instead of computing it again.
 
 ``now`` is always the event index being replayed; the trace time is ``ctx.trace.ev_t[now]``.
 Items and requests are integer indices into the trace's columnar arrays (``memlens.trace.model``).
@@ -252,6 +256,10 @@ class Policy:
 
     def grow(self, columns) -> None:
         """Live use (``grows = True``): the trace grew; catch up with ``columns``' lists."""
+
+    def share_trace_state(self, other: Policy) -> None:
+        """Live use: reuse ``other``'s per-trace state (module docstring); by default there is
+        none to share."""
 
 
 def admits_everything(policy: Policy) -> bool:

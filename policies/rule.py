@@ -113,6 +113,26 @@ class RuleScorer(Policy):
         self._needs_ptr = trace.request_items_ptr.tolist()
         self._needs = trace.group_items.tolist()
 
+    #: the per-trace lists ``_per_trace`` makes (read-only but for ``grow``, which extends them)
+    _TRACE_LISTS = ("_base", "_log_base", "_type", "_lam_item", "_tok", "_t", "_needs_ptr",
+                    "_needs")  # fmt: skip
+
+    def share_trace_state(self, other: Policy) -> None:
+        """Live use: take ``other``'s per-trace lists instead of making them again at ``reset``
+        (a live session runs one instance per stream, all on one trace: a reopened record of a
+        million items made them once per stream, most of the rule scorer's reopen time)."""
+        if type(other) is not type(self) or other._trace_key is None:
+            return
+        if self._parameters() != other._parameters():
+            return
+        self._trace_key = other._trace_key
+        for name in self._TRACE_LISTS:
+            setattr(self, name, getattr(other, name))
+
+    def _parameters(self) -> tuple:
+        """What the per-trace lists depend on besides the trace."""
+        return (self.type_base, self.boosts, self.cost_threshold, self.cost_boost, self.lam)
+
     def reset(self, ctx: PolicyContext) -> None:
         super().reset(ctx)
         self._per_trace(ctx.trace)
@@ -132,7 +152,9 @@ class RuleScorer(Policy):
     def grow(self, columns) -> None:
         """Live use: extend the per-trace and per-stream lists to the grown trace, in place
         (the closures of ``_bind`` hold these very lists).  New items get the static value the
-        loaded record gives them (``static_value_of``)."""
+        loaded record gives them (``static_value_of``).  The per-trace lists may be shared
+        with other streams' instances (``share_trace_state``): each list grows once, to the
+        columns' length, whichever instance gets there first."""
         n0, n = len(self._base), len(columns.item_tokens)
         if n > n0:
             types = columns.item_type[n0:]
@@ -144,7 +166,8 @@ class RuleScorer(Policy):
             self._type.extend(types)
             self._lam_item.extend(self.lam[ty] for ty in types)
             self._tok.extend(columns.item_tokens[n0:])
-            k = n - n0
+        k = n - len(self._uses)  # this stream's own lists
+        if k > 0:
             self._uses.extend([0] * k)
             self._anchor.extend([0.0] * k)
             self._last.extend([0] * k)

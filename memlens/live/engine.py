@@ -14,6 +14,7 @@ the engines share, and :func:`replay_into` rebuilds it from a loaded record (reo
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 
 import numpy as np
@@ -149,6 +150,9 @@ class StreamEngine(_Replay):
     def sync_resident(self) -> None:
         """Bring ``resident`` up to date with the moves logged since the last call."""
         kinds, items, resident = self.mv_kind, self.mv_item, self.resident
+        if len(kinds) - self._moves_seen > BULK_MOVES:  # after a reopen's replay
+            self._sync_resident_bulk()
+            return
         for k in range(self._moves_seen, len(kinds)):
             if kinds[k] == MOVE_EVICT:
                 del resident[items[k]]
@@ -156,21 +160,63 @@ class StreamEngine(_Replay):
                 resident[items[k]] = None
         self._moves_seen = len(kinds)
 
+    def _sync_resident_bulk(self) -> None:
+        """``sync_resident`` over many moves at once: what decides whether an item is resident
+        is its last move that enters or evicts it (the others, bypasses, leave it where it
+        was), found with numpy instead of a Python step per move."""
+        lo = self._moves_seen
+        kinds = np.frombuffer(self.mv_kind, np.int8)[lo:].astype(np.int64)
+        items = np.asarray(self.mv_item[lo:], np.int64)
+        enters = np.isin(kinds, sorted(ENTERS))
+        decisive = enters | (kinds == MOVE_EVICT)
+        rev_items = items[decisive][::-1]
+        last_items, first_in_rev = np.unique(rev_items, return_index=True)
+        entered = enters[decisive][::-1][first_in_rev]
+        resident = self.resident
+        for i in last_items[~entered].tolist():
+            resident.pop(i, None)
+        for i in last_items[entered].tolist():
+            resident[i] = None
+        self._moves_seen = len(self.mv_kind)
+
+
+BULK_MOVES = 4096  # moves from which ``sync_resident`` takes the numpy path
+
 
 def _grows(policy: Policy) -> bool:
     """Whether ``grow`` does something for ``policy`` (declared, and not the base no-op)."""
     return getattr(type(policy), "grow", None) is not Policy.grow
 
 
+def stream_policy(make_policy: Callable[[], Policy], engines: list[StreamEngine]) -> Policy:
+    """A new stream's policy instance, sharing the first stream's per-trace state (all the
+    engines' policies are reset on the same trace: ``Policy.share_trace_state``)."""
+    policy = make_policy()
+    if engines:
+        policy.share_trace_state(engines[0].policy)
+    return policy
+
+
 def replay_into(state: LiveState, trace: Trace, make_policy: Callable[[], Policy], budget: int,
                 demand_fetch: bool, seed: int) -> list[StreamEngine]:  # fmt: skip
     """One engine per stream of ``trace`` (the reopened record), each fed its stream's events:
     the state a live session had when the record was last appended to."""
+    collecting = gc.isenabled()
+    gc.disable()  # no reference cycles are made here, only millions of heap entries to scan
+    try:
+        return _replay_streams(state, trace, make_policy, budget, demand_fetch, seed)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _replay_streams(state: LiveState, trace: Trace, make_policy: Callable[[], Policy],
+                    budget: int, demand_fetch: bool, seed: int) -> list[StreamEngine]:  # fmt: skip
     kinds, refs = trace.ev_kind.tolist(), trace.ev_ref.tolist()
-    engines = []
+    engines: list[StreamEngine] = []
     for s in range(trace.n_streams):
-        engine = StreamEngine(state, trace, make_policy(), budget, demand_fetch, s, seed,
-                              replaying=True)  # fmt: skip
+        engine = StreamEngine(state, trace, stream_policy(make_policy, engines), budget,
+                              demand_fetch, s, seed, replaying=True)  # fmt: skip
         handlers = engine.handlers
         for e in trace.stream_events[s].tolist():
             handlers[kinds[e]](refs[e], e)

@@ -35,7 +35,13 @@ from memlens.live.config import (
     registered_node,
     retrieval_blocks,
 )
-from memlens.live.engine import LiveState, StreamEngine, replay_into, session_result
+from memlens.live.engine import (
+    LiveState,
+    StreamEngine,
+    replay_into,
+    session_result,
+    stream_policy,
+)
 from memlens.live.record import RecordLog, read_header
 from memlens.live.telemetry import MEMORY_ID, QUERY_TEXT, emit, make_tracer
 from memlens.retrieval.storage import DocumentStore, ShortTermCache
@@ -174,6 +180,7 @@ class MemoryManager:
         self._events: list[dict] = []  # without grow, or with retrieval: the session's events
         self._replayed: dict[int, tuple[int, object]] = {}
         self._fallback = None  # the policy instance those replays reuse
+        self._incremental = None  # with retrieval: the engine context(query) asks (made then)
 
     # ------------------------------------------------------------ the API
     def write(
@@ -367,7 +374,8 @@ class MemoryManager:
             self._last_t.append(0.0)
             if self._grows:
                 cfg = self._config
-                self._engines.append(StreamEngine(self._state, self._reset_trace, cfg.build(),
+                policy = stream_policy(cfg.build, self._engines)
+                self._engines.append(StreamEngine(self._state, self._reset_trace, policy,
                                                   cfg.budget, cfg.demand_fetch, s, cfg.seed))  # fmt: skip
         return s
 
@@ -403,11 +411,27 @@ class MemoryManager:
             cached = self._short_term.get(key)
             if cached is not None:
                 return cached
-        got = retrieve(self._retrieval, self._events, self.result(), name, query, t,
-                       self._config.seed)  # fmt: skip
+        got = self._incremental_context(name, query, t)
+        if got is None:
+            got = retrieve(self._retrieval, self._events, self.result(), name, query, t,
+                           self._config.seed)  # fmt: skip
         if key is not None:
             self._short_term.set(key, [list(g) for g in got], self._retrieval.tiers.ttl_s)
         return got
+
+    def _incremental_context(self, name: str, query: str, t: float) -> list | None:
+        """``retrieve``'s answer from the session's incremental retrieval engine (made at the
+        first call, fed the events since the previous one): None where it does not serve
+        (policies replayed from the record, a sentence model, a TTL expiry due now)."""
+        from memlens.live.retrieval import IncrementalRetrieval, incremental_supported
+
+        if not self._grows or not incremental_supported(self._retrieval):
+            return None
+        if self._incremental is None:
+            self._incremental = IncrementalRetrieval(self._retrieval, self._cols,
+                                                     self._config.seed)  # fmt: skip
+        vector = self._incremental.catch_up(self._events, self._engines, query)
+        return self._incremental.context(self._streams[name], vector, t)
 
     def _moves_mark(self, s: int) -> int:
         """Where stream ``s``'s move log is now (policies that grow: the live engine's)."""

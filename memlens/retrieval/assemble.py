@@ -133,11 +133,14 @@ class Retriever:
         )
 
     # --------------------------------------------------------------- assembly
-    def assemble(self, r: int, s: int, e: int) -> tuple[list[tuple[int, int, int, int]], float]:
-        """Retrieved (item, form, tier, tokens) for request ``r`` and the LTS query wall ms."""
+    def assemble(self, r: int, s: int, e: int, now: float | None = None, touch: bool = True
+                 ) -> tuple[list[tuple[int, int, int, int]], float]:  # fmt: skip
+        """Retrieved (item, form, tier, tokens) for request ``r`` and the LTS query wall ms.
+        ``now``: the trace time (default: event ``e``'s); ``touch=False``: a look that leaves
+        the short-term cache's order as it is (the live manager's ``context``)."""
         cfg = self.cfg
         q = self.query[r]
-        now = float(self.ev_t[e])
+        now = float(self.ev_t[e]) if now is None else now
         pre = self.prefilter(r, now)
         stc = self.state.stc[s]
         stc_items = np.fromiter(stc.keys(), dtype=np.int64, count=len(stc))
@@ -171,29 +174,40 @@ class Retriever:
             if used + cost <= cfg.budget:
                 used += cost
                 chosen.append((i, form, int(tier[n]), cost))
-        if self.tiers_config.short_term_policy == "lru":
+        if touch and self.tiers_config.short_term_policy == "lru":
             for i, _, t, _ in chosen:
                 if t == STC:
                     self.state.touch(i, e)
         return chosen, index_ms
 
-    def serve(self, r: int, e: int) -> list[int]:
-        """Assemble request ``r``'s context (tier state must be current); returns promotions."""
-        cfg = self.cfg
+    def gather(self, r: int, e: int) -> tuple[list[tuple[int, int, int, int]], bool, float, float]:
+        """What request ``r`` (at event ``e``) gets from the lower tiers, the state moved on as
+        the request moves it (TTL tick, the cache's LRU order, the prefetched set): ``(got,
+        hidden, index ms, measured ms)``, ``hidden`` when prefetching took it off the critical
+        path."""
         s = self.req_stream[r]
         self.state.tick(e, s)
         t0 = time.perf_counter()
         fresh, index_ms = self.assemble(r, s, e)
-        if cfg.prefetch:
+        if self.cfg.prefetch:
             got = self._pending.get(s, [])
             self._pending[s] = fresh
             hidden = True
         else:
             got, hidden = fresh, False
-        self.measured_ms[r] = (time.perf_counter() - t0) * 1e3
-        self.index_ms[r] = index_ms
+        measured_ms = (time.perf_counter() - t0) * 1e3
+        return self.not_resident(got), hidden, index_ms, measured_ms
+
+    def not_resident(self, got: list[tuple[int, int, int, int]]) -> list:
+        """``got`` without what is in working memory (a prefetched item may be resident by now)."""
         where = self.state.where
-        got = [g for g in got if where[g[0]] != WM]  # a prefetched item may be resident by now
+        return [g for g in got if where[g[0]] != WM]
+
+    def serve(self, r: int, e: int) -> list[int]:
+        """Assemble request ``r``'s context (tier state must be current); returns promotions."""
+        cfg = self.cfg
+        s = self.req_stream[r]
+        got, hidden, self.index_ms[r], self.measured_ms[r] = self.gather(r, e)
         if not hidden:
             tiers = self.tiers_config
             lat = tiers.short_term_latency_ms

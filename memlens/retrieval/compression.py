@@ -111,27 +111,35 @@ class CompressionConfig:
         return all(v == "none" for v in chosen)
 
 
+def stored_forms(cfg: CompressionConfig, types: np.ndarray, tokens: np.ndarray, texts,
+                 values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Per item: its compression strategy code (int8) and its stored size in tokens (int64).
+    Each item's depend on that item alone (its type, tokens, text and static value), so the
+    live manager's incremental retrieval computes them as items are written."""
+    types = np.asarray(types)
+    codes = np.full(types.shape[0], STRATEGIES.index(cfg.default), dtype=np.int8)
+    for t, v in cfg.chosen_by_type().items():
+        codes[types == ITEM_TYPES.index(t)] = STRATEGIES.index(v)
+    if cfg.low_value_threshold is not None:
+        codes[values < float(cfg.low_value_threshold)] = STRATEGIES.index(cfg.low_value_strategy)
+    full = np.asarray(tokens, dtype=np.int64)
+    stored = full.copy()
+    summ = codes == SUMMARY
+    stored[summ] = np.maximum(1, np.ceil(full[summ] * cfg.summary_fraction)).astype(np.int64)
+    for i in np.flatnonzero(codes == ENTITIES).tolist():
+        stored[i] = entity_tokens(texts[i], int(full[i]))
+    return codes, stored
+
+
 class Compressor:
     """Per-item strategy and stored size, and whether a stored form serves a given need."""
 
     def __init__(self, trace: Trace, cfg: CompressionConfig, values: np.ndarray):
         self.cfg = cfg
-        codes = np.full(trace.n_items, STRATEGIES.index(cfg.default), dtype=np.int8)
-        for t, v in cfg.chosen_by_type().items():
-            codes[trace.item_type == ITEM_TYPES.index(t)] = STRATEGIES.index(v)
-        if cfg.low_value_threshold is not None:
-            codes[values < float(cfg.low_value_threshold)] = STRATEGIES.index(
-                cfg.low_value_strategy
-            )
-        self.strategy = codes
-        full = trace.item_tokens
-        stored = full.copy()
-        summ = codes == SUMMARY
-        stored[summ] = np.maximum(1, np.ceil(full[summ] * cfg.summary_fraction)).astype(np.int64)
-        for i in np.flatnonzero(codes == ENTITIES).tolist():
-            stored[i] = entity_tokens(trace.item_text[i], int(full[i]))
-        self.full_tokens = full
-        self.stored_tokens = stored  # tokens the item costs in context when retrieved from LTS
+        self.strategy, self.stored_tokens = stored_forms(
+            cfg, trace.item_type, trace.item_tokens, trace.item_text, values
+        )  # stored_tokens: what the item costs in context when retrieved from the LTS
+        self.full_tokens = trace.item_tokens
         self.need_entity_ok = answerable_by_entities(trace)
 
     def tokens_saved(self, where: np.ndarray) -> int:

@@ -165,6 +165,21 @@ def _compute(trace: Trace, cfg: EmbeddingsConfig, seed: int) -> tuple[np.ndarray
 
 
 def _sklearn_vectors(texts: list[str], cfg: EmbeddingsConfig, seed: int) -> np.ndarray:
+    fit_docs = texts
+    if cfg.corpus:
+        fit_docs = Path(cfg.corpus).read_text(encoding="utf-8").splitlines()
+    fitted = _fit_sklearn(fit_docs, cfg, seed)
+    if fitted is None:  # no words at all: every vector is zero
+        return np.zeros((len(texts), 1), dtype=np.float32)
+    sparse, fit_x, project = fitted
+    return project(fit_x if fit_docs is texts else sparse.transform(texts))
+
+
+def _fit_sklearn(fit_docs: list[str], cfg: EmbeddingsConfig, seed: int):
+    """The TF-IDF (or hashing) weights and the reduction fitted on ``fit_docs``:
+    ``(sparse, fit_x, project)`` where ``project(sparse.transform(texts))`` gives the texts'
+    vectors; None when the documents have no words.  Each text's vector depends on that text
+    alone (sparse rows, then a product per row)."""
     from sklearn.decomposition import TruncatedSVD
     from sklearn.feature_extraction.text import HashingVectorizer, TfidfTransformer, TfidfVectorizer
     from sklearn.pipeline import make_pipeline
@@ -172,9 +187,6 @@ def _sklearn_vectors(texts: list[str], cfg: EmbeddingsConfig, seed: int) -> np.n
     # Single characters and '#' carry little; words and numbers (identifiers) are what a request
     # shares with the item it needs.
     pattern = r"(?u)\b\w\w+\b"
-    fit_docs = texts
-    if cfg.corpus:
-        fit_docs = Path(cfg.corpus).read_text(encoding="utf-8").splitlines()
     if cfg.kind == "hashing":
         sparse = make_pipeline(
             HashingVectorizer(
@@ -186,19 +198,42 @@ def _sklearn_vectors(texts: list[str], cfg: EmbeddingsConfig, seed: int) -> np.n
         sparse = TfidfVectorizer(token_pattern=pattern, sublinear_tf=True)
     try:
         fit_x = sparse.fit_transform(fit_docs)
-    except ValueError:  # no words at all: every vector is zero
-        return np.zeros((len(texts), 1), dtype=np.float32)
-    x = fit_x if fit_docs is texts else sparse.transform(texts)
+    except ValueError:  # no words at all
+        return None
     # the SVD's rank is bounded by the vocabulary and the number of fitted documents
     n_features = int(np.count_nonzero(np.asarray(fit_x.sum(axis=0)).ravel()))
     k = min(cfg.dim, n_features - 1, fit_x.shape[0] - 1)
     if k < 1 or cfg.kind == "tfidf" and n_features <= cfg.dim:
         # the vocabulary is already small: keep the exact TF-IDF space, no reduction needed
         cols = np.flatnonzero(np.asarray(fit_x.sum(axis=0)).ravel())
-        return np.asarray(x[:, cols].todense(), dtype=np.float32)
+        return sparse, fit_x, lambda x: np.asarray(x[:, cols].todense(), dtype=np.float32)
     svd = TruncatedSVD(n_components=k, random_state=seed, algorithm="randomized", n_iter=7)
     svd.fit(fit_x)
-    return svd.transform(x).astype(np.float32)
+    return sparse, fit_x, lambda x: svd.transform(x).astype(np.float32)
+
+
+def corpus_embedder(cfg: EmbeddingsConfig, seed: int):
+    """``embed(texts) -> float32 [len(texts), dim]``, normalised rows: the vectors
+    :func:`embed_trace` gives those texts in any trace, for an embedder fitted on
+    ``cfg.corpus`` (tfidf or hashing), fitted once (the live manager's incremental
+    retrieval embeds what a session writes as it comes)."""
+    if cfg.kind not in ("tfidf", "hashing") or not cfg.corpus:
+        raise EmbeddingError("corpus_embedder: needs kind tfidf or hashing with a corpus")
+    fit_docs = Path(cfg.corpus).read_text(encoding="utf-8").splitlines()
+    fitted = _fit_sklearn(fit_docs, cfg, seed)
+    if fitted is None:
+        return lambda texts: np.zeros((len(texts), 1), dtype=np.float32)
+    sparse, _, project = fitted
+
+    def embed(texts) -> np.ndarray:
+        import sklearn
+
+        # the same computation without scikit-learn's per-call checks of settings and input
+        # (most of a call on a few texts); neither changes a number
+        with sklearn.config_context(assume_finite=True, skip_parameter_validation=True):
+            return _normalise(project(sparse.transform(list(texts))))
+
+    return embed
 
 
 def _vector_of(trace: Trace, meta: dict, line: int, what: str, dim: int | None) -> np.ndarray:

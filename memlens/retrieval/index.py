@@ -225,3 +225,61 @@ class LongTermIndex:
         self.index_queries += 1
         labels, dists = self._index[s].knn_query(q, k=k, num_threads=1, filter=filt)
         return labels[0].astype(np.int64), (1.0 - dists[0]).astype(np.float32)
+
+
+class GrowingLongTermIndex(LongTermIndex):
+    """A :class:`LongTermIndex` whose items arrive while an agent runs (the live manager's
+    incremental retrieval): :meth:`add_items` appends items (vectors and metadata) and streams,
+    and each stream's graph grows as items enter it.  Entering, leaving and searching are the
+    base class's, so the same adds in the same order give the same answers as an index built
+    over the finished trace (hnswlib's levels come from its seeded generator, one draw per
+    add, whatever the graph's capacity)."""
+
+    def __init__(self, dim: int, M: int = 16, ef_construction: int = 100, ef_search: int = 64,
+                 seed: int = 0, exact_below: int = 64) -> None:  # fmt: skip
+        super().__init__(np.zeros((0, dim), np.float32), np.zeros(0, np.int64), 0, M=M,
+                         ef_construction=ef_construction, ef_search=ef_search, seed=seed,
+                         exact_below=exact_below)  # fmt: skip
+        self.n = 0
+
+    def add_items(self, vectors: np.ndarray, streams, types, tasks, times, n_streams: int
+                  ) -> None:  # fmt: skip
+        """New items (the next indices), none in the store yet; streams up to ``n_streams``."""
+        k = len(streams)
+        lo, hi = self.n, self.n + k
+        if hi > self.vectors.shape[0]:
+            self._reserve(max(hi, 2 * self.vectors.shape[0], 64))
+        self.vectors[lo:hi] = vectors
+        self.item_stream[lo:hi] = streams
+        self.item_type[lo:hi] = types
+        self.item_task[lo:hi] = tasks
+        self.item_t[lo:hi] = times
+        self._type_l.extend(types)
+        self._task_l.extend(tasks)
+        self._t_l.extend(times)
+        self.n = hi
+        while len(self.live) < n_streams:
+            self.live.append(0)
+            self._groups.append({})
+            self._index.append(None)
+        self.n_per_stream = np.bincount(self.item_stream[:hi], minlength=n_streams)
+
+    def _reserve(self, capacity: int) -> None:
+        """Room for ``capacity`` items in the per-item arrays (copied into larger ones)."""
+
+        def larger(a: np.ndarray) -> np.ndarray:
+            out = np.zeros((capacity, *a.shape[1:]), a.dtype)
+            out[: self.n] = a[: self.n]
+            return out
+
+        self.vectors, self.item_stream = larger(self.vectors), larger(self.item_stream)
+        self.item_type, self.item_task = larger(self.item_type), larger(self.item_task)
+        self.item_t, self.in_lts, self._added = (
+            larger(self.item_t), larger(self.in_lts), larger(self._added))  # fmt: skip
+
+    def lts_enter(self, i: int, e: int = -1) -> None:
+        if not self.in_lts[i] and not self._added[i]:
+            g = self._graph(int(self.item_stream[i]))
+            if g.get_current_count() >= g.get_max_elements():
+                g.resize_index(2 * g.get_max_elements())
+        super().lts_enter(i, e)

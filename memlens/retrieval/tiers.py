@@ -152,6 +152,11 @@ class TierState:
             self.stc_used[s] -= self.tokens[old]
             self._move(e, old, LTS)
 
+    def expiring(self, s: int, now: float) -> bool:
+        """Whether a tick of stream ``s`` at trace time ``now`` would expire an entry."""
+        q = self.stc[s]
+        return self.ttl_s is not None and bool(q) and not now - next(iter(q.values())) <= self.ttl_s
+
     def touch(self, i: int, e: int) -> None:
         """Retrieval used STC item ``i`` at event ``e``: it becomes the cache's newest (LRU)."""
         if self.where[i] == STC:
@@ -184,6 +189,33 @@ class TierState:
             dst=col(self._d, dtype=np.int8),
             final_tier=col(self.where, dtype=np.int8),
         )
+
+
+class GrowingTierState(TierState):
+    """A :class:`TierState` over a trace that grows while an agent runs (the live manager's
+    incremental retrieval): the per-item and per-event columns are the live session's own
+    lists (``memlens.live.columns``), read in place, and :meth:`grow` gives new items and
+    streams their place.  The moves are :class:`TierState`'s own."""
+
+    def __init__(self, tokens: list[int], item_stream: list[int], ev_t: list[float],
+                 short_term_tokens: int, ttl_s: float | None = None, listener=None) -> None:  # fmt: skip
+        if short_term_tokens < 0:
+            raise ValueError("short_term_tokens must be >= 0")
+        self.capacity = int(short_term_tokens)
+        self.ttl_s = None if ttl_s is None else float(ttl_s)
+        self.tokens, self.item_stream, self.ev_t = tokens, item_stream, ev_t
+        self.where = array("b")
+        self.stc: list[OrderedDict[int, float]] = []
+        self.stc_used: list[int] = []
+        self.listener = listener
+        self._e, self._i, self._s, self._d = array("q"), array("i"), array("b"), array("b")
+
+    def grow(self, n_items: int, n_streams: int) -> None:
+        """Items up to ``n_items`` (new ones nowhere yet) and streams up to ``n_streams``."""
+        self.where.extend([NOWHERE] * (n_items - len(self.where)))
+        while len(self.stc) < n_streams:
+            self.stc.append(OrderedDict())
+            self.stc_used.append(0)
 
 
 def _view(values: np.ndarray, dtype) -> memoryview:

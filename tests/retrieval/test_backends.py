@@ -189,7 +189,8 @@ def test_cached_contexts_in_redis_survive_a_restart_and_equal_computed_ones(tmp_
         raise AssertionError("computed again: the cached context was not used")
 
     with monkeypatch.context() as patch:
-        patch.setattr(live_retrieval, "retrieve", not_again)
+        patch.setattr(live_retrieval, "retrieve", not_again)  # the rebuild
+        patch.setattr(live_retrieval.IncrementalRetrieval, "context", not_again)
         assert m.context("s", query="order_1") == first  # from Redis, after the restart
         with pytest.raises(AssertionError, match="computed again"):
             m.context("s", query="order_2")  # a different question is not in the cache
