@@ -63,7 +63,11 @@ def _setting(default, meaning: str):
 
 @dataclass
 class NeedsSettings:
-    """How needs are derived (recorded verbatim in the trace header under ``needs``)."""
+    """How needs are derived (recorded verbatim in the trace header under ``needs``).
+
+    ``fusion``'s defaults are what its calibration (``calibrate_needs``, target precision 0.6)
+    chose on all ten LoCoMo conversations; ``experiments/needs_scores.py`` scores it calibrated
+    on one half and tested on the other, the figure that counts."""
 
     method: str = _setting("args", "args | overlap | embedding | bm25 | union (all of them)")
     pick: str = _setting(
@@ -78,20 +82,20 @@ class NeedsSettings:
     bm25_top_k: int = _setting(2, "bm25: at most this many items, best score first")
     bm25_ratio: float = _setting(0.8, "bm25: least score, as a share of the best item's")
     bm25_stem: bool = _setting(True, "bm25, fusion: stem words (PyStemmer, English) first")
-    fusion_answer_weight: float = _setting(2.0, "fusion: the answer's words count this many times")
+    fusion_answer_weight: float = _setting(4.0, "fusion: the answer's words count this many times")
     fusion_embedding_weight: float = _setting(
         0.25, "fusion: weight of the scaled embedding cosine beside the scaled BM25 score"
     )
     fusion_part_ratio: float = _setting(
-        0.4, "fusion: a listed value's best item is kept from this share of the best score"
+        0.2, "fusion: a listed value's best item is kept from this share of the best score"
     )
     fusion_top_k: int = _setting(3, "fusion: at most this many items for the whole step")
-    fusion_ratio: float = _setting(1.0, "fusion: least fused score, as a share of the best")
+    fusion_ratio: float = _setting(0.9, "fusion: least fused score, as a share of the best")
     fusion_echo_window: int = _setting(
         3, "fusion: an echo of one of this many items just before it is traced back to it"
     )
-    fusion_bm25_k1: float = _setting(1.5, "fusion: BM25 term-frequency saturation k1")
-    fusion_bm25_b: float = _setting(0.75, "fusion: BM25 length normalisation b (0: none)")
+    fusion_bm25_k1: float = _setting(0.9, "fusion: BM25 term-frequency saturation k1")
+    fusion_bm25_b: float = _setting(0.2, "fusion: BM25 length normalisation b (0: none)")
     commands: bool = _setting(
         True,
         "args: split commands/code no item holds whole into traced parts (false: whole "

@@ -199,7 +199,7 @@ def second_source() -> tuple[list[str], dict]:
         out[name] = {**s, "vs_plain": d}
         diff = "-" if name.startswith("plain") else (
             f"{d['difference']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]")  # fmt: skip
-        lines.append(f"{row(name, s)[:-1]} {diff} |")
+        lines.append(f"{row(name, s)} {diff} |")
         print(lines[-1], file=sys.stderr)
     return lines, out
 
