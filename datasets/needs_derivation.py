@@ -69,7 +69,9 @@ class NeedsSettings:
     chose on all ten LoCoMo conversations; ``experiments/needs_scores.py`` scores it calibrated
     on one half and tested on the other, the figure that counts."""
 
-    method: str = _setting("args", "args | overlap | embedding | bm25 | union (all of them)")
+    method: str = _setting(
+        "args", "args | overlap | embedding | bm25 | fusion | union (all but fusion)"
+    )
     pick: str = _setting(
         "alternatives", "args: a value several items hold -> alternatives | first | last"
     )
@@ -84,10 +86,10 @@ class NeedsSettings:
     bm25_stem: bool = _setting(True, "bm25, fusion: stem words (PyStemmer, English) first")
     fusion_answer_weight: float = _setting(4.0, "fusion: the answer's words count this many times")
     fusion_embedding_weight: float = _setting(
-        0.25, "fusion: weight of the scaled embedding cosine beside the scaled BM25 score"
+        0.25, "fusion: weight of the scaled cosine beside the scaled BM25 score"
     )
     fusion_part_ratio: float = _setting(
-        0.2, "fusion: a listed value's best item is kept from this share of the best score"
+        0.2, "fusion: a listed value's best item kept from this share of the best"
     )
     fusion_top_k: int = _setting(3, "fusion: at most this many items for the whole step")
     fusion_ratio: float = _setting(0.9, "fusion: least fused score, as a share of the best")
