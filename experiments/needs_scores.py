@@ -1,6 +1,6 @@
 """Every derivation method scored against people on LoCoMo, calibrated without LoCoMo's answers.
 
-    python experiments/needs_scores.py    # writes experiments/results/needs_scores.{md,json} (~3 min)
+    python experiments/needs_scores.py    # writes experiments/results/needs_scores.{md,json} (26 min on 2 busy cores)
 
 1. LoCoMo, placement ``end``, the step being the answer turn (question and answer; and, for
    comparison, the question alone): each method of ``memlens.datasets.needs_derivation`` at its
