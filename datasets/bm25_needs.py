@@ -31,26 +31,42 @@ def words(text: str, stem: bool) -> list[str]:
 
 
 class BM25Index:
-    """BM25 over ``texts`` (every item of a log), queried one step at a time."""
+    """BM25 over ``texts`` (every item of a log), queried one step at a time; each query's
+    scores are kept, because calibration asks the same log the same queries at every grid
+    point (:func:`shared_index` keeps the index itself)."""
 
-    def __init__(self, texts: list[str], stem: bool):
+    def __init__(self, texts: list[str], stem: bool, k1: float = 1.5, b: float = 0.75):
         import bm25s
 
         self.stem = stem
-        self.model = bm25s.BM25()
+        self.memo: dict[str, np.ndarray] = {}
+        self.model = bm25s.BM25(k1=k1, b=b)
         docs = [words(t, stem) for t in texts]
         self.empty = not any(docs)
         if not self.empty:
             self.model.index(docs, show_progress=False)
 
     def scores(self, query: str) -> np.ndarray:
-        """The BM25 score of ``query`` against every text (zeros when nothing can match)."""
+        """The BM25 score of ``query`` against every text (empty when nothing can match)."""
+        if query not in self.memo:
+            self.memo[query] = self._scores(query)
+        return self.memo[query]
+
+    def _scores(self, query: str) -> np.ndarray:
         q = words(query, self.stem)
         if self.empty or not q:
             return np.zeros(0)
         vocab = self.model.vocab_dict
         q = [w for w in q if w in vocab]
         return self.model.get_scores(q) if q else np.zeros(0)
+
+
+@functools.lru_cache(maxsize=4)
+def shared_index(texts: tuple[str, ...], stem: bool, k1: float = 1.5, b: float = 0.75) -> BM25Index:
+    """One index per log, stemming and BM25 parameters (a pure function of them: safe to
+    share); ``k1`` (term-frequency saturation) and ``b`` (length normalisation) at the
+    library's defaults unless ``fusion`` sets them."""
+    return BM25Index(list(texts), stem, k1, b)
 
 
 def pick_best(scores: np.ndarray, ids: list[str], top_k: int, ratio: float) -> list[str]:

@@ -224,7 +224,7 @@ class DeriveSettings:
         None, "a labelled trace: set the method's threshold on it for target_precision"
     )
     target_precision: float = knob(0.6, "calibrate: the least precision the threshold keeps")
-    needs: NeedsSettings = field(default_factory=lambda: NeedsSettings(method="bm25"))
+    needs: NeedsSettings = field(default_factory=lambda: NeedsSettings(method="fusion"))
 
     def __post_init__(self) -> None:
         if not 0 < self.target_precision <= 1:

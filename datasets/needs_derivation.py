@@ -26,9 +26,13 @@ method can be measured against human evidence (``experiments/derivation.py`` on 
                up to ``bm25_top_k`` whose score is at least ``bm25_ratio`` of the best.  The
                step's text is the whole turn, its answer included (a request's ``meta.answer``
                when its trace records one).
-``union``      every need any of the methods derives.
+``fusion``     BM25 and the embedding's cosine fused (each scaled by its best), the step's
+               answer weighing more than its question, each value an answer lists traced on
+               its own, a cut relative to the top score, and a reply that only echoes the
+               turn before it traced back to that turn (:mod:`fusion_needs`).
+``union``      every need any of ``args``, ``overlap``, ``embedding`` and ``bm25`` derives.
 
-``overlap``, ``embedding`` and ``bm25`` never name a pinned item (it is resident whatever the
+``overlap``, ``embedding``, ``bm25`` and ``fusion`` never name a pinned item (it is resident whatever the
 policy).  Provenance: an item they name that an *assistant* wrote and that shares with the step
 only values an earlier item introduced is never the sole source: the need becomes the group of
 the introducer of the most specific shared value and the repeat.  Each need's values (argument
@@ -48,7 +52,7 @@ import numpy as np
 
 from .text_terms import _STOPWORDS, _TERM
 
-METHODS = ("args", "overlap", "embedding", "bm25", "union")
+METHODS = ("args", "overlap", "embedding", "bm25", "fusion", "union")
 PICKS = ("alternatives", "first", "last")
 Need = str | list[str]  # an item id, or a group of alternative ids (any one meets the need)
 
@@ -59,9 +63,15 @@ def _setting(default, meaning: str):
 
 @dataclass
 class NeedsSettings:
-    """How needs are derived (recorded verbatim in the trace header under ``needs``)."""
+    """How needs are derived (recorded verbatim in the trace header under ``needs``).
 
-    method: str = _setting("args", "args | overlap | embedding | bm25 | union (all of them)")
+    ``fusion``'s defaults are what its calibration (``calibrate_needs``, target precision 0.6)
+    chose on all ten LoCoMo conversations; ``experiments/needs_scores.py`` scores it calibrated
+    on one half and tested on the other, the figure that counts."""
+
+    method: str = _setting(
+        "args", "args | overlap | embedding | bm25 | fusion | union (all but fusion)"
+    )
     pick: str = _setting(
         "alternatives", "args: a value several items hold -> alternatives | first | last"
     )
@@ -73,7 +83,21 @@ class NeedsSettings:
     embedding_dim: int = _setting(0, "embedding: 0 = exact TF-IDF, else SVD dimensions")
     bm25_top_k: int = _setting(2, "bm25: at most this many items, best score first")
     bm25_ratio: float = _setting(0.8, "bm25: least score, as a share of the best item's")
-    bm25_stem: bool = _setting(True, "bm25: stem words (PyStemmer, English) before matching")
+    bm25_stem: bool = _setting(True, "bm25, fusion: stem words (PyStemmer, English) first")
+    fusion_answer_weight: float = _setting(4.0, "fusion: the answer's words count this many times")
+    fusion_embedding_weight: float = _setting(
+        0.25, "fusion: weight of the scaled cosine beside the scaled BM25 score"
+    )
+    fusion_part_ratio: float = _setting(
+        0.2, "fusion: a listed value's best item kept from this share of the best"
+    )
+    fusion_top_k: int = _setting(3, "fusion: at most this many items for the whole step")
+    fusion_ratio: float = _setting(0.9, "fusion: least fused score, as a share of the best")
+    fusion_echo_window: int = _setting(
+        3, "fusion: an echo of one of this many items just before it is traced back to it"
+    )
+    fusion_bm25_k1: float = _setting(0.9, "fusion: BM25 term-frequency saturation k1")
+    fusion_bm25_b: float = _setting(0.2, "fusion: BM25 length normalisation b (0: none)")
     commands: bool = _setting(
         True,
         "args: split commands/code no item holds whole into traced parts (false: whole "
@@ -96,12 +120,20 @@ class NeedsSettings:
             "embedding_top_k",
             "embedding_dim",
             "bm25_top_k",
+            "fusion_top_k",
+            "fusion_echo_window",
         ):
-            low = 0 if name == "embedding_dim" else 1
+            low = 0 if name in ("embedding_dim", "fusion_echo_window") else 1
             if getattr(self, name) < low:
                 raise ValueError(f"needs.{name} must be at least {low}, got {getattr(self, name)}")
-        if not 0 < self.bm25_ratio <= 1:
-            raise ValueError(f"needs.bm25_ratio must be in (0, 1], got {self.bm25_ratio}")
+        for name in ("bm25_ratio", "fusion_ratio", "fusion_part_ratio"):
+            if not 0 < getattr(self, name) <= 1:
+                raise ValueError(f"needs.{name} must be in (0, 1], got {getattr(self, name)}")
+        if not 0 <= self.fusion_bm25_b <= 1:
+            raise ValueError(f"needs.fusion_bm25_b must be in [0, 1], got {self.fusion_bm25_b}")
+        for name in ("fusion_answer_weight", "fusion_embedding_weight", "fusion_bm25_k1"):
+            if not 0 <= getattr(self, name) <= 100:
+                raise ValueError(f"needs.{name} must be in [0, 100], got {getattr(self, name)}")
         if not 0 < self.rare_share <= 1:
             raise ValueError(f"needs.rare_share must be in (0, 1], got {self.rare_share}")
         if not -1 <= self.embedding_threshold <= 1:
@@ -112,8 +144,10 @@ class NeedsSettings:
     def describe(self) -> dict:
         """The header's ``needs`` block: the method, the settings it uses, and a label."""
         used = {"args": ("pick", "commands"), "overlap": ("overlap_", "rare_share"),
-                "embedding": ("embedding_",), "bm25": ("bm25_",)}  # fmt: skip
-        prefixes = sum((used[m] for m in (used if self.method == "union" else [self.method])), ())
+                "embedding": ("embedding_",), "bm25": ("bm25_",),
+                "fusion": ("fusion_", "bm25_stem", "embedding_dim")}  # fmt: skip
+        union = [m for m in used if m != "fusion"]
+        prefixes = sum((used[m] for m in (union if self.method == "union" else [self.method])), ())
         settings = {k: v for k, v in asdict(self).items() if k.startswith(prefixes)}
         if not self.commands:  # a header without it: whole values, as before
             settings.pop("commands", None)
@@ -135,11 +169,14 @@ class Earlier:
 
 @dataclass
 class Step:
-    """A step whose needs are derived: its text (its vector's row ``row``) and tool arguments."""
+    """A step whose needs are derived: its text (its vector's row ``row``) and tool arguments;
+    when its text is a question and its recorded answer, both apart (``fusion`` weighs them)."""
 
     text: str
     arguments: list
     row: int = -1
+    question: str = ""
+    answer: str = ""
 
 
 # ------------------------------------------------------------------------------- args
@@ -356,6 +393,32 @@ def embed_texts(texts: list[str], dim: int):
     return _normalise(_sklearn_vectors(texts, EmbeddingsConfig(kind="tfidf", dim=dim), 0))
 
 
+def cosines(step_vec, vecs, rows: list[int]) -> np.ndarray:
+    """Cosine of the step's (normalised) vector with rows ``rows`` of ``vecs``, dense."""
+    sims = vecs[rows] @ step_vec.T
+    return np.asarray(sims.todense() if hasattr(sims, "todense") else sims).ravel()
+
+
+class Embedded:
+    """A log's embedding (``vecs``: items, then steps) and each step's cosine with every item,
+    kept once computed (calibration derives the same log at every grid point)."""
+
+    def __init__(self, texts: list[str], dim: int, n_items: int):
+        self.vecs, self.n_items, self.memo = embed_texts(texts, dim), n_items, {}
+
+    def step_cosines(self, row: int) -> np.ndarray:
+        if row not in self.memo:
+            step = self.vecs[self.n_items + row : self.n_items + row + 1]
+            self.memo[row] = cosines(step, self.vecs, list(range(self.n_items)))
+        return self.memo[row]
+
+
+@functools.lru_cache(maxsize=2)
+def shared_embedding(texts: tuple[str, ...], dim: int, n_items: int) -> Embedded:
+    """One :class:`Embedded` per log and dimension (a pure function of both: safe to share)."""
+    return Embedded(list(texts), dim, n_items)
+
+
 def embedding_needs(
     step_vec: np.ndarray, earlier: list[Earlier], rows: list[int], vecs: np.ndarray,
     s: NeedsSettings,
@@ -364,8 +427,7 @@ def embedding_needs(
     cand = [(e.id, r) for e, r in zip(earlier, rows, strict=True) if not e.pinned]
     if not cand:
         return []
-    sims = vecs[[r for _, r in cand]] @ step_vec.T
-    sims = np.asarray(sims.todense() if hasattr(sims, "todense") else sims).ravel()
+    sims = cosines(step_vec, vecs, [r for _, r in cand])
     order = sorted(range(len(cand)), key=lambda i: (-float(sims[i]), -i))
     keep = [i for i in order if sims[i] >= s.embedding_threshold][: s.embedding_top_k]
     return [cand[i][0] for i in keep]
@@ -402,13 +464,18 @@ class Deriver:
     def __init__(self, settings: NeedsSettings, item_texts: list[str], step_texts: list[str]):
         self.settings = settings
         self.vocab = Vocabulary.of(item_texts)
-        self.vecs = self.bm25 = None
-        if settings.method in ("embedding", "union"):
-            self.vecs = embed_texts([*item_texts, *step_texts], settings.embedding_dim)
-        if settings.method in ("bm25", "union"):
-            from .bm25_needs import BM25Index
+        self.vecs = self.bm25 = self.embedded = None
+        if settings.method in ("embedding", "fusion", "union"):
+            self.embedded = shared_embedding((*item_texts, *step_texts), settings.embedding_dim,
+                                             len(item_texts))  # fmt: skip
+            self.vecs = self.embedded.vecs
+        if settings.method in ("bm25", "fusion", "union"):
+            from .bm25_needs import shared_index
 
-            self.bm25 = BM25Index(item_texts, settings.bm25_stem)
+            fusion = settings.method == "fusion"
+            self.bm25 = shared_index(tuple(item_texts), settings.bm25_stem,
+                                     *((settings.fusion_bm25_k1, settings.fusion_bm25_b)
+                                       if fusion else ()))  # fmt: skip
         self.n_items = len(item_texts)
 
     def derive(self, step: Step, earlier: list[Earlier], rows: list[int]) -> ArgsResult:
@@ -429,6 +496,11 @@ class Deriver:
             from .bm25_needs import bm25_needs
 
             found += bm25_needs(self.bm25, step.text, earlier, rows, s.bm25_top_k, s.bm25_ratio)
+        if method == "fusion":
+            from .fusion_needs import fusion_needs
+
+            cosine = self.embedded.step_cosines(step.row)
+            found += fusion_needs(self.bm25, cosine, step, earlier, rows, s)
         step_terms = frozenset(salient_terms(step.text, self.vocab.df, self.vocab.n_docs,
                                              s.rare_share))  # fmt: skip
         for ident in dict.fromkeys(found):

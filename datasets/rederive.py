@@ -105,7 +105,9 @@ def derive_events(events: list[dict], settings: NeedsSettings,
             continue
         before = earlier.get(e["stream"], [])
         meta = e.get("meta") if isinstance(e.get("meta"), dict) else {}
-        step = Step(steps[k], list(meta.get("arguments") or []), row=k)
+        answer = str(meta["answer"]) if settings.answer and meta.get("answer") else ""
+        step = Step(steps[k], list(meta.get("arguments") or []), row=k,
+                    question=e.get("text") or "", answer=answer)  # fmt: skip
         k += 1
         res = deriver.derive(step, before, [row_of[b.id] for b in before])
         report["requests"] += 1

@@ -25,6 +25,7 @@ Bad input exits 2 with one ``error:`` line on stderr, before anything is written
 from __future__ import annotations
 
 import errno
+import re
 import sys
 import zlib
 from collections.abc import Callable
@@ -61,7 +62,7 @@ commands:
   stats     counts, tokens, evidence age  trace=PATH json=true
             (or two traces side by side: stats --compare REAL GENERATED)
   import    your agent's logs             openai|otel FILE|DIR out=PATH needs.method=args
-  derive    derive a trace's needs again  trace=IN out=OUT needs.method=bm25
+  derive    derive a trace's needs again  trace=IN out=OUT needs.method=fusion
   score-needs  needs against needs: P/R/F1  derived=A reference=B json=true
 
 memlens data <command> --help lists every setting with its default and meaning;
@@ -193,7 +194,7 @@ DERIVE_HEAD = """\
 memlens data derive: the needs of any trace (v1 or 1.1) derived again from its texts, every
 id kept, the method and settings (and the calibration, if any) in the header.
 
-usage: memlens data derive trace=IN out=OUT [needs.method=bm25] [needs.*=...]
+usage: memlens data derive trace=IN out=OUT [needs.method=fusion] [needs.*=...]
        [calibrate=LABELLED target_precision=0.6]
 """
 SCORE_HEAD = """\
@@ -208,8 +209,9 @@ usage: memlens data score-needs derived=A reference=B [json=true]
 def derive_help() -> str:
     lines = _setting_lines(DeriveSettings, frozenset({"needs"}))
     lines += ["", f"needs.*: {_summary(NeedsSettings)}"]
-    for line in _setting_lines(NeedsSettings):
-        line = line.replace("method=args ", "method=bm25") if "method=args" in line else line
+    default = DeriveSettings.__dataclass_fields__["needs"].default_factory().method
+    for line in _setting_lines(NeedsSettings):  # the method's default is derive's, not import's
+        line = re.sub(r"method=\S+ *", lambda m: f"method={default} ".ljust(len(m[0])), line)
         lines.append(f"  needs.{line.lstrip()}")
     return "\n".join([DERIVE_HEAD.rstrip(), "", *lines]).replace("$", "$$") + "\n"
 
