@@ -40,14 +40,20 @@ def repeated_queries(events: list[dict], rng: np.random.Generator) -> list[dict]
     return events
 
 
-@pytest.mark.parametrize("recency", ["hours", "rank"])
-@settings(max_examples=100, deadline=None)
-@given(
+#: The drawn trace shape and run of every differential test here.
+STREAM_CASE = dict(
     seed=st.integers(0, 2**32 - 1),
     n_events=st.integers(1, 160),
     n_streams=st.integers(1, 3),
     budget=st.sampled_from([1, 5, 20, 45, 90, 200, 1000]),
     demand_fetch=st.booleans(),
+)
+
+
+@pytest.mark.parametrize("recency", ["hours", "rank"])
+@settings(max_examples=100, deadline=None)
+@given(
+    **STREAM_CASE,
     alternatives=st.booleans(),
     weights=st.sampled_from(
         [
@@ -265,11 +271,7 @@ def embedding_policy(kind: str, **kw):
 @pytest.mark.parametrize("kind", ["trace", "tfidf"])
 @settings(max_examples=40, deadline=None)
 @given(
-    seed=st.integers(0, 2**32 - 1),
-    n_events=st.integers(1, 160),
-    n_streams=st.integers(1, 3),
-    budget=st.sampled_from([1, 5, 20, 45, 90, 200, 1000]),
-    demand_fetch=st.booleans(),
+    **STREAM_CASE,
     weights=st.sampled_from([(1.0, 1.0, 1.0), (0.5, 2.0, 3.0), (0.0, 0.0, 1.0), (1.0, 0.0, -1.0)]),
     normalize=st.booleans(),
     variant=st.sampled_from(["paper", "code"]),
