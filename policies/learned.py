@@ -99,7 +99,10 @@ class AnchorTable:
         # per stream: its feedback and checkpoint rows in event order (taken in as they pass)
         timed = rows[(pts.kind == ANCHOR_FEEDBACK) | (pts.kind == ANCHOR_OTHER)]
         stream = trace.ev_stream[pts.event[timed]]
-        self.stream_timed = [timed[stream == s] for s in range(trace.n_streams)]
+        order = np.argsort(stream, kind="stable")  # one pass, not a mask per stream
+        bounds = np.searchsorted(stream[order], np.arange(trace.n_streams + 1))
+        self.stream_timed = [timed[order[bounds[s] : bounds[s + 1]]]
+                             for s in range(trace.n_streams)]  # fmt: skip
         self.is_feedback = pts.kind == ANCHOR_FEEDBACK
 
     @cached_property

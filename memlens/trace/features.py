@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from memlens.trace.model import ITEM_TYPES
+from memlens.trace.packed import PackedStrings
 
 if TYPE_CHECKING:
     from memlens.trace.model import Trace
@@ -55,6 +56,9 @@ CONCLUSION_RES = tuple(re.compile(rf"{w}\b".encode()) for w in CONCLUSION_WORDS)
 
 FEATURE_NAMES = ("error", "conclusion", "numbers", "identifiers", "entities", "tokens")
 _CACHE_KEY = "_memlens_content_features"
+#: where ``content_features`` caches on a trace (a sweep keeps it between policies: the rule
+#: scorer, Generative Agents' importance and the learned scorer all read it)
+CONTENT_FEATURES_KEY = _CACHE_KEY
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,11 @@ def text_features(texts: list[str], tokens: np.ndarray | None = None) -> Content
         empty = np.zeros(0, dtype=np.int32)
         return ContentFeatures(empty, empty, empty, empty, empty, tokens)
     raw, seps = _joined_bytes(texts)
+    return _joined_features(raw, seps, n, tokens)
+
+
+def _joined_features(raw: bytes, seps: np.ndarray, n: int, tokens: np.ndarray) -> ContentFeatures:
+    """``text_features`` of ``n`` texts already joined with NUL separators (at ``seps``)."""
     lowered = raw.lower()
     error = _count_at(_keyword_positions(ERROR_RES, lowered), seps, n)
     conclusion = _count_at(_keyword_positions(CONCLUSION_RES, lowered), seps, n)
@@ -183,13 +192,35 @@ def distinct_texts(trace: Trace, column: str) -> tuple[list[str], np.ndarray]:
     return cache[column]
 
 
+def _distinct_features(trace: Trace) -> tuple[ContentFeatures, np.ndarray]:
+    """``text_features`` of the distinct item texts and each item's row among them.
+
+    A packed text column (every loaded trace) is deduplicated on its UTF-8 bytes, which are
+    then joined as they are: the texts are never decoded to ``str`` and encoded back (a
+    million-event record spends a second on that).  The bytes are those ``_joined_bytes``
+    would make of the decoded texts, so the counts are the same."""
+    texts = trace.item_text
+    if not isinstance(texts, PackedStrings) or len(texts) == 0:
+        distinct, inverse = distinct_texts(trace, "item_text")
+        return text_features(distinct, np.zeros(len(distinct), np.int64)), inverse
+    index: dict[bytes, int] = {}
+    inverse = np.fromiter((index.setdefault(b, len(index)) for b in texts.iter_bytes()),
+                          np.int64, count=len(texts))  # fmt: skip
+    distinct = list(index)
+    raw = b"\x00".join(distinct)
+    if raw.count(b"\x00") != len(distinct) - 1:  # a text contains NUL itself
+        raw = b"\x00".join(b.replace(b"\x00", b" ") for b in distinct)
+    seps = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 0)
+    n = len(distinct)
+    return _joined_features(raw, seps, n, np.zeros(n, np.int64)), inverse
+
+
 def content_features(trace: Trace) -> ContentFeatures:
     """The features of every item of ``trace``, computed once per distinct text and cached on
     the trace (a text's counts depend on that text alone: ``text_features`` is per text)."""
     cached = trace.__dict__.get(_CACHE_KEY)
     if cached is None:
-        distinct, inverse = distinct_texts(trace, "item_text")
-        once = text_features(distinct, np.zeros(len(distinct), np.int64))
+        once, inverse = _distinct_features(trace)
         counts = [getattr(once, k)[inverse] for k in COUNT_FIELDS]
         cached = ContentFeatures(*counts, tokens=np.asarray(trace.item_tokens, np.int64))
         trace.__dict__[_CACHE_KEY] = cached

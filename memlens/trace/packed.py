@@ -111,6 +111,10 @@ class PackedStrings(_ListLike):
         return str(self._view[b[i] : b[i + 1]], "utf-8")
 
     def __iter__(self) -> Iterator[str]:
+        return map(bytes.decode, self.iter_bytes())  # UTF-8, bytes.decode's default
+
+    def iter_bytes(self) -> Iterator[bytes]:
+        """Each string's UTF-8 bytes, undecoded (deduplicating or hashing needs no ``str``)."""
         n = len(self)
         for lo in range(0, n, _CHUNK):
             hi = min(n, lo + _CHUNK)
@@ -118,7 +122,7 @@ class PackedStrings(_ListLike):
             base = bounds[0]
             raw = self._view[base : bounds[-1]].tobytes()
             for a, b in itertools.pairwise(bounds):
-                yield raw[a - base : b - base].decode("utf-8")
+                yield raw[a - base : b - base]
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, PackedStrings):

@@ -16,6 +16,7 @@ from memlens.scorer.model import CompiledForest, ValueScorer
 from memlens.testing import rq, trace, traces, w
 from memlens.trace.features import COUNT_FIELDS, content_features, text_features, unique_texts
 from memlens.trace.io import trace_from_events
+from memlens.trace.packed import PackedStrings
 
 WORDS = ["Order", "ord_12", "error", "the", "failed", "INV-2024", "x", "Paris", "a.b", "7", ""]
 texts = st.lists(st.lists(st.sampled_from(WORDS), max_size=6).map(" ".join), min_size=1,
@@ -42,6 +43,21 @@ def test_content_features_per_distinct_text_equal_the_features_of_every_text(ite
     for name in (*COUNT_FIELDS, "tokens"):
         assert np.array_equal(getattr(got, name), getattr(want, name)), name
         assert getattr(got, name).dtype == getattr(want, name).dtype, name
+
+
+ODD_WORDS = ["a\x00b", "\x00", "Größe", "Ünïcode", "—", "错误 error", "FINAL", "x"]
+
+
+@given(st.lists(st.lists(st.sampled_from(ODD_WORDS), max_size=4).map(" ".join), min_size=1,
+                max_size=10))  # fmt: skip
+def test_content_features_from_packed_bytes_equal_those_of_the_decoded_texts(item_texts):
+    """A loaded trace's texts are deduplicated and joined as UTF-8 bytes, never decoded: NULs
+    inside a text and multi-byte characters must count as they do in the decoded texts."""
+    tr = trace_of(item_texts)
+    assert isinstance(tr.item_text, PackedStrings)
+    got, want = content_features(tr), text_features(item_texts, tr.item_tokens)
+    for name in COUNT_FIELDS:
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name
 
 
 @given(texts, texts)
