@@ -64,10 +64,10 @@ from memlens.kernels.scantree import GENERATIVE_AGENTS, replay_scan, scan_argume
 from memlens.kernels.simd import TERM_PAD
 from memlens.trace.model import Trace
 
-_CSR_KEY = "_memlens_ga_query_arrays"  # {policy.relevance_key: query_arrays}
+_CSR_KEY = "_memlens_ga_query_arrays"  # {(policy.relevance_key, wide): query_arrays}
 
 
-def query_arrays(csr: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+def query_arrays(csr: tuple[np.ndarray, ...], wide: bool = False) -> tuple[np.ndarray, ...]:
     """The relevance arrays of ``scantree._relevance``: items' and requests' CSR vectors
     (``relevance_csr``), and the scratch of the loaded query (its terms as bits, its weights
     dense, which request is loaded).
@@ -77,10 +77,11 @@ def query_arrays(csr: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
     (:func:`query_vocabulary`): on the benchmark trace half of the items' terms go, and the
     query's bits and weights fit in the first-level cache.  The items' terms are int16 when
     the numbers fit (``simd.term_masks`` then compares them at twice the rate), and padded
-    so it may read a whole mask's worth of terms from any item's first."""
+    so it may read a whole mask's worth of terms from any item's first (``wide``: int32
+    whatever the vocabulary, which is how the warm-up compiles that variant too)."""
     iptr, iterm, iw, qptr, qterm, qw = csr
     iptr, iterm, iw, qterm, vocab = query_vocabulary(iptr, iterm, iw, qterm)
-    dtype = np.int16 if vocab < np.iinfo(np.int16).max else np.int32
+    dtype = np.int16 if vocab < np.iinfo(np.int16).max and not wide else np.int32
     iterm = np.concatenate([iterm.astype(dtype), np.full(TERM_PAD, -1, dtype)])
     iw = np.concatenate([iw, np.zeros(TERM_PAD)])
     return (iptr, iterm, iw, qptr, qterm, qw, np.zeros(vocab // 64 + 1, np.uint64),
@@ -113,17 +114,17 @@ def vector_ids(ptr: np.ndarray, term: np.ndarray, weight: np.ndarray) -> np.ndar
                      for a, b in zip(p[:-1], p[1:])], np.int64)  # fmt: skip
 
 
-def _trace_query_arrays(policy, trace: Trace, source: str | None = None):
+def _trace_query_arrays(policy, trace: Trace, source: str | None = None, wide: bool = False):
     """:func:`query_arrays` of the policy's relevance vectors (``policy.relevance_csr``: the
     TF-IDF rows, or the run's embeddings as CSR rows of every non-zero dimension), the CSR
     part cached on the trace under ``policy.relevance_key`` (the source and the embedder
     settings, so TF-IDF and embeddings never share an entry); the scratch arrays are fresh for
     every replay.  ``source="tfidf"``: the TF-IDF rows whatever the policy's (the warm-up's
     one-write trace carries no embedding)."""
-    key = policy.relevance_key(trace, source)
+    key = (policy.relevance_key(trace, source), wide)
     cache = trace.__dict__.setdefault(_CSR_KEY, {})
     if key not in cache:
-        cache[key] = query_arrays(policy.relevance_csr(trace, source))
+        cache[key] = query_arrays(policy.relevance_csr(trace, source), wide)
     q = cache[key]
     scratch = (np.zeros(q[6].shape[0], np.uint64), np.zeros(q[7].shape[0]),
                np.full(1, -1, np.int64))  # fmt: skip
@@ -131,7 +132,7 @@ def _trace_query_arrays(policy, trace: Trace, source: str | None = None):
 
 
 def _arguments(policy, trace: Trace, budget: int, demand_fetch: bool,
-               source: str | None = None):  # fmt: skip
+               source: str | None = None, wide: bool = False):  # fmt: skip
     X = np.zeros((3, trace.n_items))
     X[1] = policy.importance_of(trace)  # the class's own
     t0 = np.array([float(trace.ev_t[ev[0]]) if len(ev) else 0.0 for ev in trace.stream_events])
@@ -140,7 +141,7 @@ def _arguments(policy, trace: Trace, budget: int, demand_fetch: bool,
            1.0 if policy.rank_recency else 0.0]  # fmt: skip
     return scan_arguments(trace, budget, demand_fetch, GENERATIVE_AGENTS, pol, X, [],
                           strength=rank_recencies(policy, trace),
-                          query=_trace_query_arrays(policy, trace, source), t0=t0)  # fmt: skip
+                          query=_trace_query_arrays(policy, trace, source, wide), t0=t0)  # fmt: skip
 
 
 def rank_recencies(policy, trace: Trace) -> np.ndarray | None:
@@ -152,6 +153,19 @@ def rank_recencies(policy, trace: Trace) -> np.ndarray | None:
     most = int(np.bincount(trace.item_stream).max()) if trace.n_items else 0
     d = policy.recency_decay
     return np.array([d ** (k + 1) for k in range(max(most, 1))], np.float64)
+
+
+def warm_variants(policy) -> None:
+    """Compile the replay for int32 item terms too (``memlens.kernels.warm``): a log whose
+    requests use 32,767 terms or more takes that variant, and the warm-up's tiny trace alone
+    would leave it to compile inside the first such replay (three minutes here, unannounced)."""
+    from memlens.trace.io import trace_from_events
+
+    tiny = trace_from_events(
+        [{"event": "write", "id": "a", "tokens": 1, "type": "llm_thought", "stream": ""}],
+        source="<warm-up>",
+    )
+    replay_scan(*_arguments(policy, tiny, 1, False, "tfidf", wide=True)[1])
 
 
 def replay(policy, trace: Trace, budget: int, demand_fetch: bool, seed: int):

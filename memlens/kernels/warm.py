@@ -7,7 +7,8 @@ printed.  So a command first warms the *stages* its jobs need (:func:`stages_for
 replay kernel of each policy that has one, the oracle's compiled parts when the oracle is on,
 the tier replay and the event log's values pass for ``simulate``, the bulk trace scanner for a trace large enough to use it.
 Each stage is warmed by calling the real code on a tiny generated trace (a kernel's argument
-types do not depend on the trace's size), in the main process, before the sweep or the oracle
+types do not depend on the trace's size, with one exception a kernel module names in its
+``warm_variants``: Generative Agents' int32 terms, for 32,767 request terms or more), in the main process, before the sweep or the oracle
 pre-solve starts its workers; the workers then load the kernels from numba's cache.
 
 A stage warmed once leaves a stamp in the kernel cache, keyed by the stage's source files
@@ -99,9 +100,15 @@ def kernel_stage(policy, demand_fetch: bool, seed: int) -> Stage | None:
         return None
 
     def run() -> None:
+        import importlib
+
         from memlens.kernels import run_kernel
 
         run_kernel(target, policy, tiny_trace(), 64, demand_fetch, seed)
+        # argument types a tiny trace does not reach (Generative Agents' int32 terms)
+        variants = getattr(importlib.import_module(target.partition(":")[0]), "warm_variants", None)
+        if variants is not None:
+            variants(policy)
 
     sources = ["kernels", "trace/model.py", "simulator.py"]
     if target.startswith("memlens.kernels.learned:"):

@@ -334,10 +334,36 @@ def test_query_arrays_are_cached_per_relevance_source_and_embedder():
     for p in policies:
         simulate(trace, p, 40, engine="fast", progress=False)
     cached = trace.__dict__["_memlens_ga_query_arrays"]
-    keys = [p.relevance_key(trace) for p in policies]
+    keys = [(p.relevance_key(trace), False) for p in policies]  # False: int16 terms fit
     assert len(set(keys)) == 4 and set(cached) == set(keys)
     for p, key in zip(policies, keys):
         want = query_arrays(p.relevance_csr(trace))
         assert all(np.array_equal(a, b) for a, b in zip(cached[key], want))
     # the trace's vectors have 4 dimensions: no item row is longer
     assert np.diff(cached[keys[1]][0]).max() <= 4
+
+
+def test_wide_terms_replay_the_same_and_the_warm_stage_compiles_them():
+    """A vocabulary of 32,767 request terms or more makes the items' terms int32 instead of
+    int16: the same replay (the terms are only compared), and a variant the kernel warm-up
+    must compile too, or the first such replay compiles it unannounced."""
+    from memlens.kernels import generative_agents as ga
+    from memlens.kernels.warm import kernel_stage
+
+    rng = np.random.default_rng(4)
+    trace = trace_from_events(random_events(rng, 120, 3))
+    policy = GenerativeAgents()
+    # first, before this test replays anything wide itself
+    kernel_stage(policy, False, 0).run()
+    term_types = {str(sig[3][1]) for sig in ga.replay_scan.signatures}
+    assert {"array(int16, 1d, C)", "array(int32, 1d, C)"} <= term_types
+    out16, args16 = ga._arguments(policy, trace, 60, False)
+    out32, args32 = ga._arguments(policy, trace, 60, False, wide=True)
+    assert args16[3][1].dtype == np.int16 and args32[3][1].dtype == np.int32  # the items' terms
+    moves = ga.replay_scan(*args16)
+    assert moves == ga.replay_scan(*args32)
+    for name in ("need_hit", "context_tokens", "pinned_tokens", "evictions", "false_evictions"):
+        assert np.array_equal(getattr(out16, name), getattr(out32, name)), name
+    for name in ("move_event", "move_item", "move_kind"):  # buffers: the first ``moves`` written
+        assert np.array_equal(getattr(out16, name)[:moves], getattr(out32, name)[:moves]), name
+    assert out16.evictions.sum() > 0 and out16.need_hit.any()  # a replay with decisions to compare
