@@ -141,6 +141,9 @@ class LongTermIndex:
             return
         s = int(self.item_stream[i])
         self._index[s].mark_deleted(i)
+        self._part(i, s)
+
+    def _part(self, i: int, s: int) -> None:
         self.in_lts[i] = False
         self.live[s] -= 1
         self._groups[s][(self._task_l[i], self._type_l[i])].discard(i)
