@@ -45,6 +45,10 @@ class ProtocolLongTermIndex(LongTermIndex):
         self._make_store = make_store
         self._stores: dict[int, VectorIndex] = {}
 
+    def close(self) -> None:
+        """Release the backend (a Qdrant factory's client and folder), if it holds anything."""
+        getattr(self._make_store, "close", lambda: None)()
+
     def _store(self, s: int) -> VectorIndex:
         if s not in self._stores:
             self._stores[s] = self._make_store(s)
@@ -91,7 +95,9 @@ class QdrantStreams:
         self.dim, self._index_cls = int(dim), QdrantVectorIndex
         self.folder = tempfile.mkdtemp(prefix="memlens-qdrant-")
         self.client = _client(self.folder, None, None)
-        weakref.finalize(self, _close_and_remove, self.client, self.folder)
+        self.close = weakref.finalize(self, _close_and_remove, self.client, self.folder)
+        """Close the client and remove the folder (at most once; also when garbage-collected
+        or at exit)."""
 
     def __call__(self, s: int) -> VectorIndex:
         return self._index_cls(self.dim, collection=f"stream_{s}", client=self.client)
