@@ -13,11 +13,12 @@ What moves to the backend and what does not: the decisions stay in process.  The
 the adapter keeps the membership and the pre-filter's groups (which items of a stream pass a
 :class:`memlens.retrieval.index.Prefilter`), and hands the backend the vectors (``add``,
 ``delete``) and the search, with the keys the pre-filter admits as ``allowed`` (a filter inside
-the backend's search).  The backend's answer is which ``k`` keys; their similarities are then
-computed from the trace's vectors (the dot product the default store's exact path uses), so a
-backend's float rounding cannot move a rerank score.  Exact backends agree with each other key
-for key, and with ``hnsw`` wherever hnswlib is exact by design (at most ``exact_below``
-candidates).
+the backend's search).  The backend's answer is which keys are nearest (asked for more than
+``k`` when scores near the ``k``-th are within :data:`SCORE_SLACK`, so a near tie is settled
+here, not by the backend's rounding); their similarities are then computed from the trace's
+vectors by :func:`memlens.retrieval.index.top_k`, as the default store's exact path computes
+them.  Exact backends therefore agree with each other key for key, and with ``hnsw`` wherever
+hnswlib is exact by design (at most ``exact_below`` candidates).
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ import numpy as np
 from memlens.retrieval.config import STORES
 from memlens.retrieval.index import LongTermIndex, Prefilter, top_k
 from memlens.retrieval.storage import ExactVectorIndex, VectorIndex
+
+#: how far a backend's cosine may be from the trace's own (float32 rounding is ~1e-7)
+SCORE_SLACK = 1e-4
 
 
 class ProtocolLongTermIndex(LongTermIndex):
@@ -80,9 +84,20 @@ class ProtocolLongTermIndex(LongTermIndex):
         if self.live[s] == 0 or k <= 0 or (allowed is not None and allowed.size == 0):
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
         self.index_queries += 1
-        hits = self._store(s).search(q, k, allowed=allowed)
-        keys = np.fromiter((key for key, _ in hits), dtype=np.int64, count=len(hits))
+        keys = self._candidates(self._store(s), q, k, allowed)
         return top_k(self.vectors, keys, q, k)
+
+    @staticmethod
+    def _candidates(store: VectorIndex, q: np.ndarray, k: int, allowed) -> np.ndarray:
+        """The backend's nearest keys, asked for more until every key scoring within
+        :data:`SCORE_SLACK` of its ``k``-th is in (or it has no more): the top ``k`` by the
+        trace's own arithmetic is then among them, whatever the backend's rounding."""
+        limit = k
+        while True:
+            hits = store.search(q, limit, allowed=allowed)
+            if len(hits) < limit or hits[-1][1] < hits[k - 1][1] - SCORE_SLACK:
+                return np.fromiter((key for key, _ in hits), dtype=np.int64, count=len(hits))
+            limit *= 2
 
 
 class QdrantStreams:
