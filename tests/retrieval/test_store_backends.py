@@ -161,3 +161,73 @@ def test_the_cli_exits_2_before_any_work(tmp_path, hide, store, message):
     assert proc.returncode == 2, proc.stderr
     assert f"error: {message}" in proc.stderr and "Traceback" not in proc.stderr
     assert not (run_dir / "metrics.json").exists()
+
+
+def test_an_item_scores_the_same_whatever_it_is_scored_with():
+    """top_k's similarity of an item does not depend on the other items in the batch (a BLAS
+    matrix product's does, in the last bit), so the default store's exact path over all
+    members and a backend's k candidates give the same numbers."""
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(200, 256)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    q = rng.normal(size=256).astype(np.float32)
+    items, sims = top_k(vectors, np.arange(200), q, 200)
+    full = dict(zip(items.tolist(), sims.tolist()))
+    for _ in range(100):
+        some = np.sort(rng.choice(200, rng.integers(1, 30), replace=False))
+        got_items, got_sims = top_k(vectors, some, q, some.size)
+        assert got_sims.tolist() == [full[i] for i in got_items.tolist()]
+
+
+class CoarseScores:
+    """A VectorIndex whose cosines are rounded to 4 decimals (a backend with its own arithmetic):
+    near ties come back in its order, not the trace's."""
+
+    def __init__(self, dim: int) -> None:
+        from memlens.retrieval.storage import ExactVectorIndex
+
+        self.exact = ExactVectorIndex(dim)
+        self.add, self.delete = self.exact.add, self.exact.delete
+
+    def search(self, vector, k, allowed=None):
+        every = self.exact.search(vector, 10**9, allowed)
+        coarse = sorted(((key, round(sim, 4)) for key, sim in every), key=lambda h: (-h[1], h[0]))
+        return coarse[:k]
+
+
+def test_near_ties_are_settled_by_the_trace_not_by_the_backends_rounding():
+    """Items 0..5 are within 2e-6 of one another; a backend that rounds them equal would hand
+    back the smallest keys, the adapter asks for more and keeps the truly nearest."""
+    base = np.asarray([1.0, 0.0], np.float32)
+    angles = np.asarray([3e-3 + 1e-4 * (5 - i) for i in range(6)])  # item 5 nearest
+    vectors = np.stack([np.cos(angles), np.sin(angles)], axis=1).astype(np.float32)
+    index = ProtocolLongTermIndex(
+        vectors, np.zeros(6, np.int64), 1, make_store=lambda s: CoarseScores(2)
+    )
+    for i in range(6):
+        index.lts_enter(i)
+    assert [k for k, _ in index._store(0).search(base, 2)] == [0, 1]  # the backend's order
+    assert index.search(0, base, 2)[0].tolist() == top_k(vectors, np.arange(6), base, 2)[0].tolist()
+    assert index.search(0, base, 2)[0].tolist() == [5, 4]
+
+
+@pytest.mark.slow  # ~30 s: the bundled trace (10,033 events) replayed on three stores
+def test_the_bundled_trace_decides_the_same_on_every_store(tmp_path, monkeypatch):
+    """Where near ties are many (TF-IDF vectors of repeated texts): LRU at 512 tokens, a
+    256-token short-term cache, so the long-term store serves most retrievals."""
+    pytest.importorskip("qdrant_client")
+    from memlens.config.store import DATA_DIR
+    from memlens.trace.io import load_trace
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    tr = load_trace(DATA_DIR / "default" / "agent-small.jsonl.gz")
+    emb = embed_trace(tr, EmbeddingsConfig(cache=False), 0)
+    runs = {}
+    for store in ("hnsw", "exact", "qdrant"):
+        cfg = RetrievalConfig(enabled=True, store=store)  # default exact_below: no stream over
+        ret = make_retriever(tr, cfg, emb, tiers=TiersConfig(short_term_tokens=256))
+        runs[store] = replay_with_retrieval(tr, LRU(), 512, ret)[1]
+    assert runs["hnsw"].index_queries == 0 and np.sum(runs["hnsw"].ret_tier == 2) > 1000
+    for store in ("exact", "qdrant"):
+        for name in RECORD_ARRAYS:
+            assert np.array_equal(getattr(runs[store], name), getattr(runs["hnsw"], name)), name
