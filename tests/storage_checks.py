@@ -31,7 +31,9 @@ def brute_force(vectors: dict[int, np.ndarray], q: np.ndarray, k: int) -> list[i
 
 
 def check_exact_cosine_with_deletes(index, rng) -> None:
-    """A vector index of 8 dimensions returns the exact cosine neighbours, deletes included."""
+    """A vector index of 8 dimensions returns the exact cosine neighbours, deletes included,
+    and with ``allowed`` the exact neighbours among those keys only (deleted and unknown
+    allowed keys are never returned)."""
     from memlens.retrieval.storage import VectorIndex
 
     assert isinstance(index, VectorIndex)
@@ -44,3 +46,9 @@ def check_exact_cosine_with_deletes(index, rng) -> None:
     for _ in range(10):
         q = rng.normal(size=8).astype(np.float32)
         assert [i for i, _ in index.search(q, 5)] == brute_force(vectors, q, 5)
+    for size in (0, 1, 3, 12, 40):
+        allowed = sorted(rng.choice(50, size=size, replace=False).tolist())  # 40..49: unknown
+        admitted = {i: v for i, v in vectors.items() if i in allowed}
+        q = rng.normal(size=8).astype(np.float32)
+        got = [i for i, _ in index.search(q, 5, allowed=allowed)]
+        assert got == brute_force(admitted, q, 5), (size, allowed)

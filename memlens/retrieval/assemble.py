@@ -8,7 +8,8 @@ latencies a :class:`memlens.retrieval.tiers.TiersConfig`):
 2. the pre-filter: same stream always; same task, item types and a time window optionally.
    It is applied before any similarity is computed;
 3. candidates: the ``k`` most similar items of the short-term cache (exact) and the ``k``
-   nearest of the long-term store (hnswlib), with similarity at least ``min_similarity``;
+   nearest of the long-term store (hnswlib, or the backend ``retrieval.store`` names:
+   :mod:`memlens.retrieval.store`), with similarity at least ``min_similarity``;
 4. rerank by ``rerank.similarity * cosine + rerank.value * value + rerank.freshness *
    0.5 ** (age / rerank.freshness_half_life_s)`` (ties: lower item index), then take items best
    first while they fit in ``budget`` tokens.  An item from the long-term store costs its
@@ -37,8 +38,9 @@ import numpy as np
 from memlens.retrieval.compression import LOSSY, NONE, POINTER, Compressor
 from memlens.retrieval.config import RetrievalConfig
 from memlens.retrieval.embeddings import Embeddings
-from memlens.retrieval.index import LongTermIndex, Prefilter, top_k
+from memlens.retrieval.index import Prefilter, top_k
 from memlens.retrieval.query import plan_requests, query_vectors
+from memlens.retrieval.store import long_term_index
 from memlens.retrieval.tiers import LTS, STC, WM, TierLog, TiersConfig, TierState, merged_schedule
 from memlens.simulator import SimResult
 from memlens.trace.model import ITEM_TYPES, Trace
@@ -86,8 +88,9 @@ class Retriever:
         self.vectors = emb.items
         names = {name: n for n, name in enumerate(dict.fromkeys(trace.item_task))}
         self._task_names = names
-        self.index = LongTermIndex(
-            emb.items, trace.item_stream, trace.n_streams, seed=seed, item_type=trace.item_type,
+        self.index = long_term_index(
+            cfg.store, emb.items, trace.item_stream, trace.n_streams, seed=seed,
+            item_type=trace.item_type,
             item_task=np.asarray([names[t] for t in trace.item_task], dtype=np.int64),
             item_t=trace.item_t, **asdict(cfg.hnsw),
         )  # fmt: skip

@@ -8,10 +8,14 @@ composed config into objects, before any work starts.
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
 
 from memlens._util.values import number
 from memlens.trace.model import ITEM_TYPES
+
+#: ``retrieval.store`` values (memlens.retrieval.store builds each)
+STORES = ("hnsw", "exact", "qdrant")
 
 
 @dataclass
@@ -81,8 +85,18 @@ class RetrievalConfig:
     filter: FilterConfig = field(default_factory=FilterConfig)
     rerank: RerankConfig = field(default_factory=RerankConfig)
     hnsw: HnswConfig = field(default_factory=HnswConfig)
+    # the long-term store's backend: hnsw (hnswlib per stream, the default) | exact (numpy,
+    # exact cosine) | qdrant (Qdrant local mode in a temporary folder; pip install
+    # 'memlens[qdrant]'), the last two through the VectorIndex protocol (memlens.retrieval.store)
+    store: str = "hnsw"
 
     def __post_init__(self) -> None:
+        if self.store not in STORES:
+            raise ValueError(f"retrieval.store must be one of {', '.join(STORES)}, "
+                             f"got {self.store!r}")  # fmt: skip
+        if self.store == "qdrant" and importlib.util.find_spec("qdrant_client") is None:
+            raise ValueError("retrieval.store=qdrant needs the qdrant-client package, which is "
+                             "not installed: pip install 'memlens[qdrant]'")  # fmt: skip
         number("retrieval.budget", self.budget, low=0, below=2**62, integer=True)  # tokens
         number("retrieval.k", self.k, low=0, integer=True)
         number("retrieval.min_similarity", self.min_similarity, low=-1, high=1)  # a cosine

@@ -27,11 +27,16 @@ import numpy as np
 
 
 def top_k(vectors: np.ndarray, items, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Exact top ``k`` of ``items`` by dot product with ``q``; ties go to the lower index."""
+    """Exact top ``k`` of ``items`` by dot product with ``q``; ties go to the lower index.
+
+    Each similarity is a product per dimension summed along the row, which depends on the item
+    and the query alone: a matrix product (BLAS) rounds a row's last bit differently with the
+    number and place of the rows it is batched with, so the same item would score a hair apart
+    when scored among all stored items or among a backend's ``k`` (retrieval.store)."""
     items = np.asarray(items, dtype=np.int64)
     if items.size == 0 or k <= 0:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
-    sims = vectors[items] @ q
+    sims = (vectors[items] * np.asarray(q, dtype=vectors.dtype)).sum(axis=1)
     order = np.lexsort((items, -sims))[:k]
     return items[order], sims[order].astype(np.float32)
 
@@ -141,6 +146,9 @@ class LongTermIndex:
             return
         s = int(self.item_stream[i])
         self._index[s].mark_deleted(i)
+        self._part(i, s)
+
+    def _part(self, i: int, s: int) -> None:
         self.in_lts[i] = False
         self.live[s] -= 1
         self._groups[s][(self._task_l[i], self._type_l[i])].discard(i)

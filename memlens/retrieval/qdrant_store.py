@@ -58,14 +58,21 @@ class QdrantVectorIndex:
         point = models.PointStruct(id=int(key), vector=v.tolist(), payload={})
         self.client.upsert(self.collection, [point], wait=True)
 
-    def search(self, vector, k: int) -> list[tuple[int, float]]:
+    def search(self, vector, k: int, allowed=None) -> list[tuple[int, float]]:
+        """Top ``k`` by cosine; ``allowed``: a ``HasIdCondition`` filter, applied by Qdrant
+        inside the search (only those points are scored)."""
+        from qdrant_client import models
+
         k = int(k)
-        if k <= 0:
+        if k <= 0 or (allowed is not None and len(allowed) == 0):
             return []
         q = np.asarray(vector, np.float32).ravel().tolist()
+        only = None if allowed is None else models.Filter(
+            must=[models.HasIdCondition(has_id=[int(a) for a in allowed])])  # fmt: skip
         limit = k + 1
         while True:  # widen until the k-th score's ties are all in view
-            hits = self.client.query_points(self.collection, query=q, limit=limit).points
+            hits = self.client.query_points(self.collection, query=q, query_filter=only,
+                                            limit=limit).points  # fmt: skip
             if len(hits) < limit or hits[-1].score < hits[k - 1].score:
                 break
             limit *= 2

@@ -103,6 +103,7 @@ def retrieval_section(rec: RetrievalRecord | None) -> dict:
         "k": c.k,
         "promote": c.promote,
         "prefetch": c.prefetch,
+        "store": c.store,
         "short_term_latency_ms": t.short_term_latency_ms,
         "long_term_latency_ms": t.long_term_latency_ms,
         "index_queries": rec.index_queries,

@@ -5,7 +5,9 @@ items sit where; a store only holds them.  Three protocols cover what the tiers 
 
 * :class:`DocumentStore` (``put``, ``get``, ``delete``): an item's content by id (the long-term
   store's documents, the live manager's items);
-* :class:`VectorIndex` (``add``, ``search``, ``delete``): nearest items by cosine similarity;
+* :class:`VectorIndex` (``add``, ``search``, ``delete``): nearest items by cosine similarity,
+  optionally among ``allowed`` keys only (a filter applied inside the search, so the answer is
+  the top ``k`` of the allowed keys, never "top ``k``, then drop");
 * :class:`ShortTermCache` (``get``, ``set`` with a time to live).
 
 Defaults, all in process or in a file: :class:`InProcessDocuments`, :class:`SQLiteDocuments`
@@ -39,7 +41,7 @@ class DocumentStore(Protocol):
 @runtime_checkable
 class VectorIndex(Protocol):
     def add(self, key: int, vector: np.ndarray) -> None: ...
-    def search(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]: ...
+    def search(self, vector: np.ndarray, k: int, allowed=None) -> list[tuple[int, float]]: ...
     def delete(self, key: int) -> None: ...
 
 
@@ -137,11 +139,16 @@ class ExactVectorIndex:
             raise ValueError(f"vector: expected {self.dim} numbers, got {v.shape[0]}")
         self._vectors[int(key)] = v
 
-    def search(self, vector, k: int) -> list[tuple[int, float]]:
+    def search(self, vector, k: int, allowed=None) -> list[tuple[int, float]]:
+        """The ``k`` most similar keys (of ``allowed`` only, when given: a mask)."""
         if not self._vectors or k <= 0:
             return []
         keys = np.fromiter(self._vectors, np.int64, len(self._vectors))
-        sims = np.stack(list(self._vectors.values())) @ _unit(vector)
+        rows = np.stack(list(self._vectors.values()))
+        if allowed is not None:
+            ok = np.isin(keys, np.asarray(allowed, np.int64))
+            keys, rows = keys[ok], rows[ok]
+        sims = rows @ _unit(vector)
         order = np.lexsort((keys, -sims))[:k]
         return [(int(keys[i]), float(sims[i])) for i in order]
 
@@ -179,12 +186,23 @@ class HnswVectorIndex:
             self._known.add(key)
         self._live.add(key)
 
-    def search(self, vector, k: int) -> list[tuple[int, float]]:
-        k = min(int(k), len(self._live))
+    def search(self, vector, k: int, allowed=None) -> list[tuple[int, float]]:
+        """Approximate top ``k``; ``allowed``: hnswlib's ``filter=`` callable admits only those
+        keys during the graph walk (a walk that comes back short is answered exactly)."""
+        keep = None if allowed is None else self._live.intersection(map(int, allowed))
+        k = min(int(k), len(self._live if keep is None else keep))
         if k <= 0:
             return []
         self._index.set_ef(max(self.ef, k))
-        labels, dist = self._index.knn_query(_unit(vector)[None, :], k=k)
+        q = _unit(vector)[None, :]
+        try:
+            labels, dist = self._index.knn_query(
+                q, k=k, filter=None if keep is None else keep.__contains__)  # fmt: skip
+        except RuntimeError:  # fewer than k reached through the filter: score them all
+            keys = np.fromiter(sorted(keep), np.int64, len(keep))
+            sims = np.asarray(self._index.get_items(keys), np.float32) @ q[0]
+            order = np.lexsort((keys, -sims))[:k]
+            return [(int(keys[i]), float(sims[i])) for i in order]
         return [(int(a), 1.0 - float(d)) for a, d in zip(labels[0], dist[0])]
 
     def delete(self, key: int) -> None:
