@@ -95,3 +95,35 @@ class Tick:
     def __call__(self) -> float:
         self.t += 1.0
         return self.t
+
+
+class PartWay:
+    """A live session played on a manager that is closed and reopened from its record before
+    event ``split`` (the live tests' restart): :meth:`steps` gives each event of a trace, header
+    dropped, with the manager to play it on; ``manager`` is the open one afterwards."""
+
+    def __init__(self, manager, reopen, split: int) -> None:
+        self.manager, self._reopen, self._split = manager, reopen, split
+
+    def steps(self, events, clock=None):
+        """``(k, event, manager)`` in order; ``clock.t`` set to each event's time if it has one."""
+        for k, ev in enumerate(e for e in events if e["event"] != "header"):
+            if k == self._split:
+                self.manager.close()
+                self.manager = self._reopen()
+            if clock is not None:
+                clock.t = ev.get("t", clock.t)
+            yield k, ev, self.manager
+
+
+def generated_agent_trace(tmp_path_factory, streams: int, events_per_stream: int, seed: int):
+    """A generated ``agent`` trace written to a temporary file and loaded back (so it is the
+    packed, hashed trace a run reads), for the many-stream oracle tests."""
+    from memlens.datasets.archetypes import generate
+
+    from memlens.trace.io import load_trace, write_trace
+
+    path = tmp_path_factory.mktemp("agent") / "agent.jsonl"
+    write_trace(path, generate("agent", streams=streams, events_per_stream=events_per_stream,
+                               seed=seed), header={"generator": "agent"})  # fmt: skip
+    return load_trace(str(path))

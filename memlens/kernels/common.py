@@ -114,14 +114,17 @@ def stream_offsets(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return slot, base
 
 
+def one_write_trace() -> Trace:
+    """The smallest trace a kernel replays: one write (what warming a kernel calls it on)."""
+    from memlens.trace.io import trace_from_events
+
+    one_write = [{"event": "write", "id": "a", "tokens": 1, "type": "llm_thought", "stream": ""}]
+    return trace_from_events(one_write, source="<warm-up>")
+
+
 def warm_up(compiled, arguments) -> None:
     """Compile ``compiled`` (or load it from numba's cache) outside the timed region: once, on
     ``arguments(trace)`` of a one-write trace (a kernel's argument types do not depend on the
     trace's size)."""
     if not compiled.signatures:
-        from memlens.trace.io import trace_from_events
-
-        one_write = [
-            {"event": "write", "id": "a", "tokens": 1, "type": "llm_thought", "stream": ""}
-        ]
-        compiled(*arguments(trace_from_events(one_write, source="<warm-up>")))
+        compiled(*arguments(one_write_trace()))

@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from memlens.kernels.common import result, timed, warm_up
+from memlens.kernels.common import one_write_trace, result, timed, warm_up
 from memlens.kernels.scantree import GENERATIVE_AGENTS, replay_scan, scan_arguments
 from memlens.kernels.simd import TERM_PAD
 from memlens.trace.model import Trace
@@ -159,13 +159,7 @@ def warm_variants(policy) -> None:
     """Compile the replay for int32 item terms too (``memlens.kernels.warm``): a log whose
     requests use 32,767 terms or more takes that variant, and the warm-up's tiny trace alone
     would leave it to compile inside the first such replay (three minutes here, unannounced)."""
-    from memlens.trace.io import trace_from_events
-
-    tiny = trace_from_events(
-        [{"event": "write", "id": "a", "tokens": 1, "type": "llm_thought", "stream": ""}],
-        source="<warm-up>",
-    )
-    replay_scan(*_arguments(policy, tiny, 1, False, "tfidf", wide=True)[1])
+    replay_scan(*_arguments(policy, one_write_trace(), 1, False, "tfidf", wide=True)[1])
 
 
 def replay(policy, trace: Trace, budget: int, demand_fetch: bool, seed: int):

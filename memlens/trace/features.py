@@ -79,12 +79,15 @@ class ContentFeatures:
 COUNT_FIELDS = ("error", "conclusion", "numbers", "identifiers", "entities")
 
 
-def _joined_bytes(texts: list[str]) -> tuple[bytes, np.ndarray]:
-    """All texts as one NUL-separated byte string, and the positions of the separators."""
-    joined = "\x00".join(texts)
-    if joined.count("\x00") != len(texts) - 1:  # a text contains NUL itself
-        joined = "\x00".join(t.replace("\x00", " ") for t in texts)
-    raw = joined.encode("utf-8", "replace")
+def _joined_bytes(texts: Sequence[str] | list[bytes]) -> tuple[bytes, np.ndarray]:
+    """All texts (``str``, or already UTF-8 ``bytes``) as one NUL-separated byte string, and
+    the positions of the separators; a NUL inside a text counts as a space."""
+    as_bytes = len(texts) > 0 and isinstance(texts[0], bytes)
+    nul, space = (b"\x00", b" ") if as_bytes else ("\x00", " ")
+    joined = nul.join(texts)
+    if joined.count(nul) != len(texts) - 1:  # a text contains NUL itself
+        joined = nul.join(t.replace(nul, space) for t in texts)
+    raw = joined if as_bytes else joined.encode("utf-8", "replace")
     seps = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 0)
     return raw, seps
 
@@ -206,12 +209,8 @@ def _distinct_features(trace: Trace) -> tuple[ContentFeatures, np.ndarray]:
     index: dict[bytes, int] = {}
     inverse = np.fromiter((index.setdefault(b, len(index)) for b in texts.iter_bytes()),
                           np.int64, count=len(texts))  # fmt: skip
-    distinct = list(index)
-    raw = b"\x00".join(distinct)
-    if raw.count(b"\x00") != len(distinct) - 1:  # a text contains NUL itself
-        raw = b"\x00".join(b.replace(b"\x00", b" ") for b in distinct)
-    seps = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 0)
-    n = len(distinct)
+    raw, seps = _joined_bytes(list(index))
+    n = len(index)
     return _joined_features(raw, seps, n, np.zeros(n, np.int64)), inverse
 
 

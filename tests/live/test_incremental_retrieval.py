@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from helpers import PartWay
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -108,20 +109,17 @@ def test_incremental_context_equals_a_rebuild_per_call(tmp_path_factory, monkeyp
     if "ttl_s" not in extra.get("tiers", {}):
         monkeypatch.setattr(live_retrieval, "retrieve", rebuild_refused)
     clock, ids = Clock(), {}
-    manager = MemoryManager(policy, budget, path, clock=clock, **blocks(corpus, extra))
+    session = PartWay(MemoryManager(policy, budget, path, clock=clock, **blocks(corpus, extra)),
+                      lambda: MemoryManager.reopen(path, clock=clock), split)  # fmt: skip
     try:
-        for k, ev in enumerate(e for e in events if e["event"] != "header"):
-            if k == split:
-                manager.close()
-                manager = MemoryManager.reopen(path, clock=clock)
-            clock.t = ev.get("t", clock.t)
+        for k, ev, manager in session.steps(events, clock):
             if ev["event"] == "request":
                 check_context(manager, path, clock, ev["stream"], ev.get("text", ""))
             play(manager, clock, ev, ids)
             if k in probes:
                 check_context(manager, path, clock, ev["stream"], " ".join(words))
     finally:
-        manager.close()
+        session.manager.close()
 
 
 def test_the_incremental_engine_answers_the_hand_computed_session(tmp_path, monkeypatch):

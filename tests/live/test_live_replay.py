@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import PartWay
 from hydra.utils import get_class
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -88,15 +89,13 @@ def run_session(name, events, budget, demand_fetch, split, path):
     """Play ``events`` into a manager on ``path`` (closed and reopened after ``split`` events);
     returns the final manager result and, per event, (stream, context ids)."""
     clock, ids, seen = Clock(), {}, []
-    manager = MemoryManager(name, budget, path, demand_fetch=demand_fetch, clock=clock)
-    for k, ev in enumerate(e for e in events if e["event"] != "header"):
-        if k == split:
-            manager.close()
-            manager = MemoryManager.reopen(path, clock=clock)
+    session = PartWay(MemoryManager(name, budget, path, demand_fetch=demand_fetch, clock=clock),
+                      lambda: MemoryManager.reopen(path, clock=clock), split)  # fmt: skip
+    for _, ev, manager in session.steps(events):
         stream = play(manager, clock, ev, ids)
         seen.append((stream, [item.id for item in manager.context(stream)]))
-    live = manager.result()
-    manager.close()
+    live = session.manager.result()
+    session.manager.close()
     return live, seen
 
 
@@ -165,12 +164,9 @@ def run_retrieving_session(name, events, budget, split, path, corpus):
     """Like ``run_session``, each request preceded by ``context(stream, query=its text)``;
     returns per request (in record order) the retrieved (id, tier) pairs."""
     clock, ids, got = Clock(), {}, []
-    manager = MemoryManager(name, budget, path, clock=clock, **retrieval_blocks(corpus))
-    for k, ev in enumerate(e for e in events if e["event"] != "header"):
-        if k == split:
-            manager.close()
-            manager = MemoryManager.reopen(path, clock=clock)
-        clock.t = ev.get("t", clock.t)
+    session = PartWay(MemoryManager(name, budget, path, clock=clock, **retrieval_blocks(corpus)),
+                      lambda: MemoryManager.reopen(path, clock=clock), split)  # fmt: skip
+    for _, ev, manager in session.steps(events, clock):
         if ev["event"] == "request":
             ctx = manager.context(ev["stream"], query=ev.get("text", ""))
             working = [i.id for i in ctx if i.tier == "working"]
@@ -180,8 +176,8 @@ def run_retrieving_session(name, events, budget, split, path, corpus):
             manager.used(ev["stream"], needs, text=ev.get("text", ""))
         else:
             play(manager, clock, ev, ids)
-    live = manager.result()
-    manager.close()
+    live = session.manager.result()
+    session.manager.close()
     return live, got
 
 

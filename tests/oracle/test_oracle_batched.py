@@ -11,21 +11,17 @@ import dataclasses
 
 import numpy as np
 import pytest
-from memlens.datasets.archetypes import generate
+from helpers import generated_agent_trace
 
 from memlens.oracle import OracleSettings
 from memlens.oracle.bounds import lp_candidates, lp_candidates_many
 from memlens.oracle.model import build_model
 from memlens.oracle.solve import _fits, stream_bounds
-from memlens.trace.io import load_trace, write_trace
 
 
 @pytest.fixture(scope="module")
 def many_streams(tmp_path_factory):
-    path = tmp_path_factory.mktemp("batched") / "agent.jsonl"
-    write_trace(path, generate("agent", streams=24, events_per_stream=60, seed=5),
-                header={"generator": "agent"})  # fmt: skip
-    return load_trace(str(path))
+    return generated_agent_trace(tmp_path_factory, streams=24, events_per_stream=60, seed=5)
 
 
 def _lp_models(trace, budget, demand_fetch):

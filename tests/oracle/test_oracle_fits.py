@@ -15,11 +15,11 @@ import importlib
 
 import numpy as np
 import pytest
-from memlens.datasets.archetypes import generate
+from helpers import generated_agent_trace
 
 from memlens.oracle import OracleSettings, solve
 from memlens.oracle.model import build_model
-from memlens.trace.io import load_trace, write_trace
+from memlens.trace.io import load_trace
 
 NOCACHE = OracleSettings(cache=False)
 # the module (the package re-exports its ``solve`` function under the same name)
@@ -54,10 +54,7 @@ def _agree(trace, budget, demand_fetch) -> int:
 
 @pytest.fixture(scope="module")
 def many_streams(tmp_path_factory):
-    path = tmp_path_factory.mktemp("many") / "agent-many.jsonl"
-    write_trace(path, generate("agent", streams=60, events_per_stream=40, seed=3),
-                header={"generator": "agent"})  # fmt: skip
-    return load_trace(str(path))
+    return generated_agent_trace(tmp_path_factory, streams=60, events_per_stream=40, seed=3)
 
 
 @pytest.fixture(scope="module")

@@ -12,24 +12,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import brute_force, rq, trace, w
-from memlens.datasets.archetypes import generate
+from helpers import brute_force, generated_agent_trace, rq, trace, w
 
 from memlens.oracle import OracleSettings, clear_memo, solve
 from memlens.oracle import bounds as bounds_mod
 from memlens.oracle.model import build_model, keep_pairs, schedule_load_ok
 from memlens.oracle.solve import _replay, finish, stream_bounds
-from memlens.trace.io import load_trace, write_trace
 
 NOCACHE = OracleSettings(cache=False)
 
 
 @pytest.fixture(scope="module")
 def many_streams(tmp_path_factory):
-    path = tmp_path_factory.mktemp("gaps") / "agent.jsonl"
-    write_trace(path, generate("agent", streams=24, events_per_stream=60, seed=5),
-                header={"generator": "agent"})  # fmt: skip
-    return load_trace(str(path))
+    return generated_agent_trace(tmp_path_factory, streams=24, events_per_stream=60, seed=5)
 
 
 def _milp_before_the_replay(t, budget: int, demand_fetch: bool, settings: OracleSettings):
