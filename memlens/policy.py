@@ -35,6 +35,11 @@ cachetools' ``Cache``:
                                 configuration already reset on the trace this one will be reset
                                 on (the live manager runs one instance per stream): take its
                                 read-only per-trace state instead of computing it again.
+``restore(replayed)``           (live use only, optional; only with a compiled kernel) just
+                                after ``reset``: take the state replaying the stream's events
+                                would have left, from the facts of the kernel's replay of them
+                                (:class:`ReplayedStream`).  Reopening a live record then costs a
+                                kernel replay instead of a Python step per event.
 
 ``now`` is always the event index being replayed; the trace time is ``ctx.trace.ev_t[now]``.
 Items and requests are integer indices into the trace's columnar arrays (``memlens.trace.model``).
@@ -114,6 +119,26 @@ def announce_budgets(trace, budgets: list[int]) -> None:
 def budgets_ahead(trace) -> list[int]:
     """The budgets :func:`announce_budgets` announced for ``trace`` (none: [])."""
     return list(trace.__dict__.get(_BUDGETS_AHEAD_KEY, []))
+
+
+@dataclass(frozen=True)
+class ReplayedStream:
+    """What a replay of stream ``stream``'s events left, as :meth:`Policy.restore` is shown it.
+
+    Per-item arrays are indexed like the trace's items (length ``n_items``, int64, -1 for
+    "never"); only this stream's entries (``items``) are meaningful to its policy.  Needs count
+    every item a request lists, alternatives included (``trace.group_items``), as ``observe``
+    sees them.
+    """
+
+    stream: int
+    items: np.ndarray  # this stream's items, in write order
+    resident: np.ndarray  # bool: in working memory after the replay
+    pins: Mapping[int, None]  # pinned after the replay, in pin order
+    last_enter: np.ndarray  # the last event at which the item entered working memory
+    last_need: np.ndarray  # the last request that listed it
+    n_listed: np.ndarray  # how many times requests listed it
+    annotations: list[tuple[int, int, float | None, str | None]]  # (event, item, value, note)
 
 
 class PolicyError(RuntimeError):
@@ -260,6 +285,18 @@ class Policy:
     def share_trace_state(self, other: Policy) -> None:
         """Live use: reuse ``other``'s per-trace state (module docstring); by default there is
         none to share."""
+
+    def restore(self, replayed: ReplayedStream) -> None:
+        """Live use: take the state a replay left (module docstring).  A policy without it is
+        replayed in Python when its record is reopened (:func:`restores`)."""
+        raise NotImplementedError
+
+
+def restores(policy: Policy) -> bool:
+    """Whether ``policy`` can take its state from a compiled kernel's replay (``restore``)."""
+    return getattr(type(policy), "restore", None) is not Policy.restore and (
+        kernel_of(policy) is not None
+    )
 
 
 def admits_everything(policy: Policy) -> bool:

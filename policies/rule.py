@@ -179,6 +179,41 @@ class RuleScorer(Policy):
             ptr.extend(columns.request_items_ptr[len(ptr) :])
             self._needs.extend(columns.group_items[len(self._needs) :])
 
+    def restore(self, replayed) -> None:
+        """Live use, just after ``reset``: the state this stream's replay left (a reopened
+        record replayed by the compiled kernel).  What the handlers would have made of it:
+
+        * ``uses`` counts every listing by a request (``observe``);
+        * ``last`` is the latest event that inserted or observed the item (an unpin or an
+          annotation re-inserts at ``last``, moving nothing), ``anchor`` its time;
+        * a person's last value wins (``annotate``);
+        * the heaps: each resident, unpinned item inserted once as of ``last``, through
+          ``insert`` itself, so its key is the one the replay computed.  The replay's heaps
+          may also hold stale entries and items moved to the static heap at their floor;
+          neither changes a decision (``lowest`` skips the first and moves the second on its
+          way), so the eviction order is the replay's.  Pinned items are PINNED, outside the
+          heaps.
+        The lists are the ones ``_bind``'s closures hold: they are filled in place."""
+        items = replayed.items
+        last = np.maximum(replayed.last_enter[items], replayed.last_need[items])
+        seen = last >= 0
+        t = self.ctx.trace.ev_t  # what ``_t`` lists
+        for name, values in (("_uses", replayed.n_listed[items]),
+                             ("_last", np.where(seen, last, 0)),
+                             ("_anchor", np.where(seen, t[np.maximum(last, 0)], 0.0))):  # fmt: skip
+            column = getattr(self, name)
+            for i, v in zip(items.tolist(), values.tolist()):
+                column[i] = v
+        for _e, item, value, _note in replayed.annotations:
+            if value is not None:
+                self._override[item] = float(value)
+        pins = replayed.pins
+        for i in items[replayed.resident[items]].tolist():
+            if i not in pins:
+                self.insert(i, self._last[i])
+        for i in pins:
+            self.pin(i)
+
     # ------------------------------------------------------------ the value
     def value(self, item: int, t: float) -> float:
         """The item's value at trace time ``t`` (what eviction and admission compare)."""

@@ -138,6 +138,21 @@ class StreamEngine(_Replay):
 
         return annotate
 
+    def restore(self, replayed, moves: tuple, evicted: int) -> None:
+        """Just after ``__init__``: the state this stream's events leave, from a kernel's replay
+        of them (``memlens.live.restore``): its moves, pins, counters, then its policy's."""
+        events, items, kinds = moves
+        self.mv_event.extend(events.tolist())
+        self.mv_item.extend(items.tolist())
+        self.mv_kind.extend(kinds.astype(np.uint8).tobytes())
+        self.pins.update(replayed.pins)  # the dict the memory view shows: in place
+        tokens = np.asarray(self.trace.item_tokens, np.int64)
+        own = replayed.items
+        self.used = int(tokens[own[replayed.resident[own]]].sum())
+        self.pinned_tok = int(tokens[list(self.pins)].sum()) if self.pins else 0
+        self.n_evicted = evicted
+        self.policy.restore(replayed)
+
     # ------------------------------------------------------------ feeding
     def apply(self, kind: int, ref: int, e: int) -> None:
         """Event ``e`` (of this stream, already in the columns): the policy catches up with

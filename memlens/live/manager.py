@@ -43,7 +43,9 @@ from memlens.live.engine import (
     stream_policy,
 )
 from memlens.live.record import RecordLog, read_header
+from memlens.live.restore import restore_into
 from memlens.live.telemetry import MEMORY_ID, QUERY_TEXT, emit, make_tracer
+from memlens.policy import restores
 from memlens.retrieval.storage import DocumentStore, ShortTermCache
 from memlens.simulator import MOVE_EVICT, SimResult
 from memlens.trace.model import ANNOTATE, ITEM_TYPES, PIN, REQUEST, UNPIN, WRITE, Trace
@@ -159,10 +161,11 @@ class MemoryManager:
         trace = load_trace(path)
         self._session = read_header(path, "session") or trace.sha256  # older records: content
         self._start(trace)
-        if self._grows:
-            self._engines = replay_into(self._state, trace, self._config.build,
-                                        self._config.budget, self._config.demand_fetch,
-                                        self._config.seed)  # fmt: skip
+        if self._grows:  # by the kernel where the policy can take its state from one
+            kernel = restores(self._config.build()) and trace.n_events > 0
+            rebuild = restore_into if kernel else replay_into
+            self._engines = rebuild(self._state, trace, self._config.build, self._config.budget,
+                                    self._config.demand_fetch, self._config.seed)  # fmt: skip
         if self._keeps_events:
             self._events = _record_events(path)
 
