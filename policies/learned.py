@@ -54,6 +54,7 @@ from memlens.scorer.decision_features import (
     ANCHOR_NEED,
     ANCHOR_OTHER,
     ANCHOR_WRITE,
+    BUDGET_COLUMNS,
     COLUMN,
     FEATURE_NAMES,
     TIER_LOWER,
@@ -147,9 +148,9 @@ class AnchorTable:
             s = slice(a, min(n, a + FEATURE_BLOCK))
             X = (self.X[s] if "X" in self.__dict__
                  else decision_features(self.trace, pts.item[s], pts.event[s], self.tier[s], 1))  # fmt: skip
-            for b, (main, miss) in out.items():
+            for k, (b, (main, miss)) in enumerate(out.items()):
                 set_budget(self.trace, pts.item[s], pts.event[s], X, b)
-                self.seen.add(X)
+                self.seen.add(X, None if k == 0 else BUDGET_COLUMNS)  # the rest is as it was
                 main[s], miss[s] = forest.raw_pair(X, moved[s], COLUMN["tier"], TIER_LOWER)
         return out
 

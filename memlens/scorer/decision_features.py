@@ -348,6 +348,10 @@ def decision_features(trace: Trace, items, events, tier, budget) -> np.ndarray:
     return out
 
 
+#: the columns ``set_budget`` fills (the only ones that differ between budgets)
+BUDGET_COLUMNS = [COLUMN["log_budget"], COLUMN["log_free_budget"], COLUMN["budget_share"]]
+
+
 def set_budget(trace: Trace, items: np.ndarray, events: np.ndarray, X: np.ndarray,
                budget) -> None:  # fmt: skip
     """Fill the budget columns of rows ``X`` of the points (``items``, ``events``) in place."""

@@ -46,12 +46,16 @@ class RangeTracker:
         self.lo = np.full(n_features, np.inf)
         self.hi = np.full(n_features, -np.inf)
 
-    def add(self, X: np.ndarray) -> None:
-        """Take in a block of feature rows (NaN and infinities are not values: skipped)."""
-        if len(X):
-            finite = np.isfinite(X)
-            self.lo = np.minimum(self.lo, np.where(finite, X, np.inf).min(axis=0))
-            self.hi = np.maximum(self.hi, np.where(finite, X, -np.inf).max(axis=0))
+    def add(self, X: np.ndarray, columns: list[int] | None = None) -> None:
+        """Take in a block of feature rows (NaN and infinities are not values: skipped), or
+        only its ``columns`` (the same block again with only those changed: a budget's)."""
+        if not len(X):
+            return
+        cols = slice(None) if columns is None else columns
+        block = X[:, cols]
+        finite = np.isfinite(block)
+        self.lo[cols] = np.minimum(self.lo[cols], np.where(finite, block, np.inf).min(axis=0))
+        self.hi[cols] = np.maximum(self.hi[cols], np.where(finite, block, -np.inf).max(axis=0))
 
     def outside(self, ranges: dict[int, tuple[float, float]]) -> list[str]:
         """Names of the features whose values here leave their training range by more than

@@ -34,6 +34,21 @@ def test_the_tracker_names_the_features_outside_and_skips_nan():
     assert seen.outside({1: (0.0, 4.7)}) == [FEATURE_NAMES[1]]  # 0.3 past: beyond 5%
 
 
+def test_adding_only_some_columns_equals_adding_the_whole_block_again():
+    """A second budget changes only its columns: taking in those gives the ranges that taking
+    in the whole block again would (what the learned scorer's raw_blocks relies on)."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(200, 4))
+    X[3, 1] = np.nan
+    whole, part = RangeTracker(4), RangeTracker(4)
+    whole.add(X), part.add(X)
+    X[:, [0, 2]] *= 3.0
+    whole.add(X)
+    part.add(X, [0, 2])
+    assert np.array_equal(whole.lo, part.lo) and np.array_equal(whole.hi, part.hi)
+    assert part.hi[0] == np.nanmax(X[:, 0])
+
+
 def test_the_warning_comes_once(monkeypatch, capsys):
     monkeypatch.setattr(ranges, "_warned", [])
     assert warn_bundled_outside(["log_tokens"], "my.jsonl")
