@@ -11,7 +11,8 @@ smallest, where most streams need HiGHS) no longer holds one core while the othe
 (``finish``); a second round spreads the integer programs of the streams whose replay fell short
 of the LP bound (``close_gaps``) over the workers the same way; then it stores the result in the on-disk oracle cache (``memlens.oracle.cache``), where
 every job then finds it, and in its memo.  The numbers do not depend on the chunks: every
-stream's solve is the same deterministic computation.  With ``oracle.cache: false`` there is
+stream's solve is the same deterministic computation (batched by windows of streams that a
+chunk or piece never splits).  With ``oracle.cache: false`` there is
 nothing the workers could share, so the jobs solve for themselves as before.
 """
 
@@ -74,10 +75,16 @@ def _close_chunk(task: tuple) -> tuple:
     return closed, time.perf_counter() - start
 
 
-def _pieces(items: list, n_workers: int) -> list[list]:
-    """``items`` cut into at most ``n_workers * CHUNKS_PER_WORKER`` runs of consecutive ones."""
-    n = max(1, min(len(items), n_workers * CHUNKS_PER_WORKER))
-    cuts = [round(k * len(items) / n) for k in range(n + 1)]
+def _pieces(items: list[int], n_workers: int, window: int = 1) -> list[list[int]]:
+    """Streams ``items`` (ascending) cut into at most ``n_workers * CHUNKS_PER_WORKER`` runs
+    of consecutive ones, never between two streams of one window of ``window`` (``close_gaps``
+    batches its LP proofs by window: ``memlens.oracle.proofs``)."""
+    if not items:
+        return []
+    window = max(1, int(window))
+    starts = [k for k, s in enumerate(items) if k == 0 or s // window != items[k - 1] // window]
+    n = max(1, min(len(starts), n_workers * CHUNKS_PER_WORKER))
+    cuts = [starts[round(k * len(starts) / n)] for k in range(n)] + [len(items)]
     return [items[a:b] for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
 
 
@@ -122,7 +129,7 @@ def _milp_round(traces, trace_cache, todo, results, demand_fetch, settings, n_wo
     each result then completed by ``apply_closed``."""
     tasks, owner = [], []
     for k, ((path, budget, _), result) in enumerate(zip(todo, results, strict=True)):
-        for piece in _pieces(open_gaps(result, settings), n_workers):
+        for piece in _pieces(open_gaps(result, settings), n_workers, settings.batch_streams):
             lowers = [result.streams[s].lower for s in piece]
             tasks.append((path, trace_cache, budget, bool(demand_fetch), settings, piece, lowers))
             owner.append(k)

@@ -36,6 +36,7 @@ import math
 
 import numpy as np
 
+from memlens.oracle import rows
 from memlens.oracle.cuts import cover_cuts
 from memlens.oracle.model import GapModel
 
@@ -56,15 +57,15 @@ def _matrices(model: GapModel):
     G = model.n_gaps
     K = model.points.shape[0]
     size = model.size.astype(np.float64)
-    rows = [model.k_start, model.k_end[model.k_end < K]]
+    row_at = [model.k_start, model.k_end[model.k_end < K]]
     cols = [np.arange(G), np.flatnonzero(model.k_end < K)]
     vals = [size, -size[model.k_end < K]]
     # slack z_k: +1 in row k, -1 in row k+1
-    rows += [np.arange(K), np.arange(1, K)]
+    row_at += [np.arange(K), np.arange(1, K)]
     cols += [G + np.arange(K), G + np.arange(K - 1)]
     vals += [np.ones(K), -np.ones(max(K - 1, 0))]
     A_eq = sp.csr_matrix(
-        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(K, G + K)
+        (np.concatenate(vals), (np.concatenate(row_at), np.concatenate(cols))), shape=(K, G + K)
     )
     cap = model.capacity.astype(np.float64)
     b_eq = np.diff(cap, prepend=0.0)
@@ -208,7 +209,9 @@ def lp_candidates_many(models: list[GapModel], cut_rounds: int = 0) -> list[tupl
 
 class ChainLP:
     """One stream's chain-form LP (:func:`lp_candidates`) with its cut rows so far and the
-    solutions it has had: the uncut one (``first``) and the last."""
+    solutions it has had: the uncut one (``first``) and the last.  Its matrices are raw CSR
+    arrays (``memlens.oracle.rows``): on many short streams scipy.sparse's per-matrix checks
+    cost more than the arithmetic."""
 
     def __init__(self, model: GapModel) -> None:
         self.model, self.G = model, model.n_gaps
@@ -227,16 +230,15 @@ class ChainLP:
         """Add the cover cuts the last optimum violates; False when there are none.  Earlier
         cuts the last optimum does not touch are dropped (a smaller LP; any set of valid cuts
         gives a valid bound)."""
-        import scipy.sparse as sp
-
         m, G, K, n_base = self.model, self.G, self.K, self.n_base
         cut_rows, rhs = cover_cuts(self.a, m.k_end, self.head, m.size, self.x[:G], m.capacity,
                                    G + K)  # fmt: skip
         if rhs.size == 0:
             return False
-        tight = self.A_ub[n_base:] @ self.x >= self.b_ub[n_base:] - 1e-7
+        old_cuts = self.A_ub.take(np.arange(n_base, self.A_ub.n_rows))
+        tight = old_cuts.matvec(self.x) >= self.b_ub[n_base:] - 1e-7
         keep = np.concatenate([np.arange(n_base), n_base + np.flatnonzero(tight)])
-        self.A_ub = sp.vstack([self.A_ub[keep], cut_rows]).tocsr()
+        self.A_ub = rows.vstack([self.A_ub.take(keep), cut_rows])
         self.b_ub = np.concatenate([self.b_ub[keep], rhs])
         return True
 
@@ -256,22 +258,21 @@ class ChainLP:
 def _solve_blocks(lps: list[ChainLP]) -> list[tuple[np.ndarray, float]]:
     """One HiGHS solve of the LPs side by side; each one's solution and objective (one LP:
     exactly its own call, and HiGHS's objective)."""
-    import scipy.sparse as sp
     from scipy.optimize import linprog
 
     if len(lps) == 1:
         (lp,) = lps
         A_eq, b_eq, A_ub, b_ub, c, upper = lp.A_eq, lp.b_eq, lp.A_ub, lp.b_ub, lp.c, lp.upper
     else:
-        A_eq = sp.block_diag([lp.A_eq for lp in lps], format="csr")
-        A_ub = sp.block_diag([lp.A_ub for lp in lps], format="csr")
+        A_eq = rows.block_diag([lp.A_eq for lp in lps])
+        A_ub = rows.block_diag([lp.A_ub for lp in lps])
         b_eq, b_ub = (
             np.concatenate([lp.b_eq for lp in lps]),
             np.concatenate([lp.b_ub for lp in lps]),
         )
         c, upper = np.concatenate([lp.c for lp in lps]), np.concatenate([lp.upper for lp in lps])
-    res = linprog(c, A_eq=A_eq, b_eq=b_eq, A_ub=A_ub if b_ub.size else None,
-                  b_ub=b_ub if b_ub.size else None,
+    res = linprog(c, A_eq=A_eq.to_scipy(), b_eq=b_eq,
+                  A_ub=A_ub.to_scipy() if b_ub.size else None, b_ub=b_ub if b_ub.size else None,
                   bounds=np.stack([np.zeros(c.size), upper], axis=1), method="highs")  # fmt: skip
     if res.status != 0:
         streams = ", ".join(str(lp.model.stream) for lp in lps[:5])
@@ -294,33 +295,25 @@ def _gap_values(d: np.ndarray, prev: np.ndarray) -> np.ndarray:
 
 
 def _chain_program(model: GapModel, head: np.ndarray):
-    """``lp_upper``'s rows over ``[d, z]``: the differenced capacity equalities (a chain
-    interval starts at its chain's first check point) and one ``sum d <= 1`` row per chain."""
-    import scipy.sparse as sp
-
+    """``lp_upper``'s rows over ``[d, z]`` (``memlens.oracle.rows``): the differenced capacity
+    equalities (a chain interval starts at its chain's first check point) and one
+    ``sum d <= 1`` row per chain of two gaps or more, in the order of their first gaps."""
     G, K = model.n_gaps, model.points.shape[0]
     size = model.size.astype(np.float64)
     inner = model.k_end < K
-    A_eq = sp.csr_matrix(
-        (
-            np.concatenate([size, -size[inner], np.ones(K), -np.ones(K - 1)]),
-            (
-                np.concatenate(
-                    [model.k_start[head], model.k_end[inner], np.arange(K), np.arange(1, K)]
-                ),
-                np.concatenate(
-                    [np.arange(G), np.flatnonzero(inner), G + np.arange(K), G + np.arange(K - 1)]
-                ),
-            ),
-        ),
-        shape=(K, G + K),
-    )
+    A_eq = rows.from_coo(
+        np.concatenate([model.k_start[head], model.k_end[inner], np.arange(K), np.arange(1, K)]),
+        np.concatenate([np.arange(G), np.flatnonzero(inner), G + np.arange(K),
+                        G + np.arange(K - 1)]),
+        np.concatenate([size, -size[inner], np.ones(K), -np.ones(K - 1)]),
+        (K, G + K),
+    )  # fmt: skip
     b_eq = np.diff(model.capacity.astype(np.float64), prepend=0.0)
     long_chain = np.bincount(head, minlength=G)[head] > 1
     members = np.flatnonzero(long_chain)
     _, row = np.unique(head[members], return_inverse=True)
     n_rows = int(row.max()) + 1 if members.size else 0
-    A_ub = sp.csr_matrix((np.ones(members.size), (row, members)), shape=(n_rows, G + K))
+    A_ub = rows.from_coo(row, members, np.ones(members.size), (n_rows, G + K))
     return A_eq, b_eq, A_ub, np.ones(n_rows)
 
 

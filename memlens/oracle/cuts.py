@@ -30,13 +30,11 @@ depend on the machine's speed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numba as nb
 import numpy as np
 
-if TYPE_CHECKING:
-    import scipy.sparse as sp
+from memlens.oracle import rows
+from memlens.oracle.rows import Rows
 
 _VIOLATION = 1e-4  # a cut must cut the LP point off by at least this much
 
@@ -118,32 +116,29 @@ def _separate(ptr, chain, occ, size_of_chain, capacity, scratch):
 
 
 def cover_cuts(a: np.ndarray, b: np.ndarray, head: np.ndarray, size: np.ndarray, x: np.ndarray,
-               capacity: np.ndarray, n_cols: int) -> tuple[sp.csr_matrix, np.ndarray]:  # fmt: skip
+               capacity: np.ndarray, n_cols: int) -> tuple[Rows, np.ndarray]:  # fmt: skip
     """Cover cuts the chain-form LP point ``x`` violates: rows over the ``n_cols`` LP columns
-    (the first ``x.size`` are the intervals) and their right-hand sides ``|cover| - 1``."""
-    import scipy.sparse as sp  # noqa: F811 - here: importing the oracle costs no scipy
-
+    (the first ``x.size`` are the intervals; ``memlens.oracle.rows``) and their right-hand
+    sides ``|cover| - 1``."""
     n = x.shape[0]
     size_of_chain = np.zeros(n, np.int64)
     size_of_chain[head] = size
     ptr, chain, occ = _occupancy(a, b, head, x, capacity.shape[0])
     cut_k, cut_c = _separate(ptr, chain, occ, size_of_chain, capacity, np.zeros(n, np.float64))
     if cut_k.size == 0:
-        return sp.csr_matrix((0, n_cols)), np.zeros(0)
-    starts = np.flatnonzero(np.diff(cut_k, prepend=-1) != 0)
-    row_of_pair = np.cumsum(np.diff(cut_k, prepend=-1) != 0) - 1
-    n_rows = starts.size
+        return rows.empty(n_cols), np.zeros(0)
+    new_row = np.diff(cut_k, prepend=-1) != 0
+    row_of_pair = np.cumsum(new_row) - 1
+    n_rows = int(new_row.sum())
     rhs = np.bincount(row_of_pair, minlength=n_rows).astype(np.float64) - 1.0
-    # columns: every interval of a cover chain that covers the cut's point
+    # columns: every interval of a cover chain that covers the cut's point, i.e. per (row,
+    # point k, chain c) pair the intervals of c (grouped by chain) that end after k
     order = np.argsort(head, kind="stable")
-    first = np.searchsorted(head[order], np.arange(n))
-    last = np.searchsorted(head[order], np.arange(n), side="right")
-    rows, cols = [], []
-    for r, k, c in zip(row_of_pair.tolist(), cut_k.tolist(), cut_c.tolist()):
-        members = order[first[c] : last[c]]
-        members = members[b[members] > k]
-        rows.append(np.full(members.size, r, np.int64))
-        cols.append(members)
-    rows_a, cols_a = np.concatenate(rows), np.concatenate(cols)
-    matrix = sp.csr_matrix((np.ones(rows_a.size), (rows_a, cols_a)), shape=(n_rows, n_cols))
+    first = np.searchsorted(head[order], cut_c)
+    count = np.searchsorted(head[order], cut_c, side="right") - first
+    pair = np.repeat(np.arange(cut_c.size), count)
+    members = order[np.repeat(first - np.cumsum(count) + count, count) + np.arange(pair.size)]
+    covers = b[members] > cut_k[pair]
+    members, pair = members[covers], pair[covers]
+    matrix = rows.from_coo(row_of_pair[pair], members, np.ones(members.size), (n_rows, n_cols))
     return matrix, rhs

@@ -46,8 +46,8 @@ def test_the_cut_is_violated_by_the_lp_point_it_was_separated_from():
     x = np.full(m.n_gaps, 10 / 12)
     rows, rhs = cover_cuts(m.k_start[head], m.k_end, head, m.size, x, m.capacity, m.n_gaps)
     assert rows.shape[0] == 1 and rhs.tolist() == [1.0]
-    assert rows.toarray().tolist() == [[1.0, 1.0]]
-    assert rows @ x > rhs  # 5/3 > 1
+    assert rows.to_scipy().toarray().tolist() == [[1.0, 1.0]]
+    assert rows.matvec(x) > rhs  # 5/3 > 1
 
 
 def _chain_point(m, selected: np.ndarray) -> np.ndarray:
@@ -75,7 +75,7 @@ def test_every_cut_holds_for_every_feasible_schedule(seed, budget, demand_fetch)
     for bits in itertools.product((False, True), repeat=m.n_gaps):
         sel = np.asarray(bits)
         if schedule_load_ok(m, sel):
-            assert np.all(rows @ _chain_point(m, sel) <= rhs + 1e-9)
+            assert np.all(rows.matvec(_chain_point(m, sel)) <= rhs + 1e-9)
 
 
 @settings(max_examples=60, deadline=None)
