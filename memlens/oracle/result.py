@@ -16,7 +16,9 @@ class StreamBound:
     upper: int
     lower: int
     references: int
-    upper_method: str  # lp | milp (HiGHS dual bound, small streams) | relaxed
+    # lp | milp (closed after the LP stage: HiGHS, or one more cut round's LP proof,
+    # memlens.oracle.proofs) | relaxed
+    upper_method: str
     lower_method: str  # milp | lp-round | belady
     gaps: int
     solve_s: float

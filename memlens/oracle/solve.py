@@ -12,7 +12,8 @@ Per stream:
   LP bound when lower (the LP's integrality gap is most of the gap between the bounds).  Every
   LP is re-solved ``cut_rounds`` times with the cover cuts its optimum violates
   (``memlens.oracle.cuts``), which closes most of that integrality gap on long streams.  Which
-  bound was used is reported as ``upper_method`` (``lp``, ``milp`` or ``relaxed``).
+  bound was used is reported as ``upper_method`` (``lp``, ``milp`` or ``relaxed``; ``milp``
+  means closed after the LP stage, by HiGHS or by one more round of cuts: ``close_gaps``).
 * ``lower``: the hits the simulator really gets replaying ``policy=oracle`` with the best of
   its plans: the rounded LP schedules, the empty plan (pure Belady-Size) and the branch and
   bound's incumbent where it ran.  The replay is done here with the
