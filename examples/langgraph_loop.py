@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.request
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, ToolMessage, convert_to_openai_messages
@@ -28,7 +27,15 @@ from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
-from orders import OrderMemory, arguments, order_of, order_status, steady_clock, summary
+from orders import (
+    OrderMemory,
+    arguments,
+    chat_completion,
+    order_of,
+    order_status,
+    steady_clock,
+    summary,
+)
 
 from memlens.live.langchain import pre_model_hook
 
@@ -62,16 +69,7 @@ class EndpointChatModel(ScriptedChatModel):
         return "openai-compatible"
 
     def answer(self, messages) -> AIMessage:
-        body = {"model": os.environ.get("OPENAI_MODEL", "gpt-4o-mini"),
-                "messages": convert_to_openai_messages(messages), "tools": self.tools}  # fmt: skip
-        req = urllib.request.Request(
-            os.environ["OPENAI_BASE_URL"].rstrip("/") + "/chat/completions",
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json",
-                     "Authorization": f"Bearer {os.environ.get('OPENAI_API_KEY', 'none')}"},
-        )  # fmt: skip
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            msg = json.load(resp)["choices"][0]["message"]
+        msg = chat_completion(convert_to_openai_messages(messages), self.tools)
         calls = [{"name": c["function"]["name"], "id": c["id"],
                   "args": json.loads(c["function"]["arguments"] or "{}")}
                  for c in msg.get("tool_calls") or []]  # fmt: skip

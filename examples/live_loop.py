@@ -14,9 +14,9 @@ cites the memories about the order asked for, when they are in the prompt) unles
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import urllib.request
+
+from orders import chat_completion
 
 from memlens.live import MemoryManager, format_context, parse_citations
 
@@ -31,17 +31,8 @@ def scripted_model(prompt: str, order: str, facts: dict[str, list[str]]) -> str:
 
 def endpoint_model(prompt: str, question: str) -> str:
     """One chat completion from an OpenAI-compatible endpoint (only with OPENAI_BASE_URL)."""
-    body = {"model": os.environ.get("OPENAI_MODEL", "gpt-4o-mini"),
-            "messages": [{"role": "system", "content": prompt},
-                         {"role": "user", "content": question}]}  # fmt: skip
-    req = urllib.request.Request(
-        os.environ["OPENAI_BASE_URL"].rstrip("/") + "/chat/completions",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json",
-                 "Authorization": f"Bearer {os.environ.get('OPENAI_API_KEY', 'none')}"},
-    )  # fmt: skip
-    with urllib.request.urlopen(req, timeout=60) as resp:
-        return json.load(resp)["choices"][0]["message"]["content"]
+    return chat_completion([{"role": "system", "content": prompt},
+                            {"role": "user", "content": question}])["content"]  # fmt: skip
 
 
 def main() -> None:

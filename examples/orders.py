@@ -10,8 +10,10 @@ order, so that each turn can say what it needed (``used``): the order's latest i
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
+import urllib.request
 
 from memlens.live import MemoryManager
 
@@ -71,3 +73,20 @@ def summary(name: str, args, counts: dict, shown: int) -> str:
     """The line each example prints: the live session's counts, which a replay reproduces."""
     return (f"{name} policy={args.policy} budget={args.budget} steps={args.steps}: {counts} "
             f"max_shown_tokens={shown}")  # fmt: skip
+
+
+def chat_completion(messages: list[dict], tools: list | None = None) -> dict:
+    """The reply message of one chat completion from the OpenAI-compatible endpoint at
+    ``OPENAI_BASE_URL`` (``OPENAI_API_KEY``, ``OPENAI_MODEL``): what every example calls when
+    that variable is set."""
+    body = {"model": os.environ.get("OPENAI_MODEL", "gpt-4o-mini"), "messages": messages}
+    if tools:
+        body["tools"] = tools
+    req = urllib.request.Request(
+        os.environ["OPENAI_BASE_URL"].rstrip("/") + "/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json",
+                 "Authorization": f"Bearer {os.environ.get('OPENAI_API_KEY', 'none')}"},
+    )  # fmt: skip
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        return json.load(resp)["choices"][0]["message"]

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.request
 
 from memlens.datasets.otel_import import import_otel
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
-from orders import arguments, order_of, order_status, steady_clock, summary
+from orders import arguments, chat_completion, order_of, order_status, steady_clock, summary
 
 from memlens.live import MemoryManager, format_context
 
@@ -120,16 +119,7 @@ def scripted_model(prompt: str, messages: list[dict], order: str, facts: dict, s
 
 def endpoint_model(prompt: str, messages: list[dict]) -> dict:
     """One chat completion from an OpenAI-compatible endpoint (only with OPENAI_BASE_URL)."""
-    body = {"model": MODEL, "tools": TOOLS,
-            "messages": [{"role": "system", "content": prompt}, *messages]}  # fmt: skip
-    req = urllib.request.Request(
-        os.environ["OPENAI_BASE_URL"].rstrip("/") + "/chat/completions",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json",
-                 "Authorization": f"Bearer {os.environ.get('OPENAI_API_KEY', 'none')}"},
-    )  # fmt: skip
-    with urllib.request.urlopen(req, timeout=60) as resp:
-        msg = json.load(resp)["choices"][0]["message"]
+    msg = chat_completion([{"role": "system", "content": prompt}, *messages], TOOLS)
     return {k: v for k, v in msg.items() if k in ("role", "content", "tool_calls") and v}
 
 
