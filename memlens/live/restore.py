@@ -69,8 +69,9 @@ class _Facts:
         self.last_need = np.full(n, -1, np.int64)
         np.maximum.at(self.last_need, listed, trace.req_event[trace.group_request])
         self.n_listed = np.bincount(listed, minlength=n).astype(np.int64)
-        self._by_stream = np.argsort(trace.ev_stream[ev], kind="stable")  # moves, per stream
-        self._move_bounds = np.searchsorted(trace.ev_stream[ev][self._by_stream],
+        streams = trace.ev_stream[ev]
+        self._by_stream = np.argsort(streams, kind="stable")  # moves, per stream
+        self._move_bounds = np.searchsorted(streams[self._by_stream],
                                             np.arange(trace.n_streams + 1))  # fmt: skip
 
     def restore_shared(self, state: LiveState) -> None:
