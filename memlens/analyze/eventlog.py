@@ -734,13 +734,13 @@ def event_table(run, cols: dict[str, np.ndarray] | None = None):
     })  # fmt: skip
 
 
-def write_event_log(path: Path, run) -> Path:
-    """``events.parquet`` (atomic), one row group per 1M rows."""
+def write_event_log(path: Path, run, cols: dict[str, np.ndarray] | None = None) -> Path:
+    """``events.parquet`` (atomic), one row group per 1M rows (``cols``: the log, if built)."""
     import pyarrow.parquet as pq
 
     from memlens._util.atomic import atomic_path
 
-    table = event_table(run)
+    table = event_table(run, cols)
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp, row_group_size=1 << 20,
                        use_dictionary=list(DICTIONARY_COLUMNS))  # fmt: skip

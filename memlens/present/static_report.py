@@ -12,12 +12,12 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
-from memlens.analyze import queries
-from memlens.analyze.prepared import Prepared
+from memlens.analyze import logviews, queries
 
 TIER_COLORS = {"wm": "#2b8a3e", "stc": "#e8a317", "lts": "#5c7cfa", "new": "#bbbbbb"}
 ROW_H, LEFT, WIDTH = 14, 190, 900
 TIMELINE_ITEMS = 40  # the timeline shows the run's first items (write order), all streams
+HEAT_ITEMS, WORST = 30, 20  # the heatmap's scored items, the worst requests listed
 
 
 def _label(text: str, n: int = 28) -> str:
@@ -89,10 +89,22 @@ def requests_table(data: dict) -> str:
 
 def render(events: Path, metrics: dict) -> str:
     """The page's HTML for one run's ``events.parquet`` and ``metrics.json`` content."""
+    from memlens.analyze.prepared import Prepared
+
     run = Prepared(events, moves_below=TIMELINE_ITEMS)  # the timeline's page: items 0..39
-    tl = queries.timeline(run, limit=TIMELINE_ITEMS)
-    hm = queries.heatmap(run, limit=30)
-    worst = queries.requests_page(run, limit=20)
+    return page(queries.timeline(run, limit=TIMELINE_ITEMS), queries.heatmap(run, limit=HEAT_ITEMS),
+                queries.requests_page(run, limit=WORST), metrics)  # fmt: skip
+
+
+def render_log(log: logviews.EventLog, metrics: dict) -> str:
+    """The same page from the event log's columns in memory (``memlens.analyze.logviews``):
+    what ``simulate`` writes, without reading ``events.parquet`` back."""
+    return page(logviews.timeline(log, TIMELINE_ITEMS), logviews.heatmap(log, HEAT_ITEMS),
+                logviews.requests_page(log, WORST), metrics)  # fmt: skip
+
+
+def page(tl: dict, hm: dict, worst: dict, metrics: dict) -> str:
+    """The HTML of the three views (timeline, value heatmap, worst requests)."""
     ov = metrics.get("overall", {})
     facts = "".join(f"<li>{escape(k)}: {escape(str(ov[k]))}</li>" for k in
                     ("hit_rate", "request_success", "evictions", "events") if k in ov)  # fmt: skip
@@ -111,9 +123,15 @@ across tiers (green wm, amber stc, blue lts)</h2>{timeline_svg(tl)}
 </body></html>"""
 
 
-def write_static_report(path: Path, events: Path, metrics: dict) -> Path:
-    """Write ``report.html`` (atomically) next to the run's other files."""
+def write_static_report(path: Path, events: Path | logviews.EventLog, metrics: dict) -> Path:
+    """Write ``report.html`` (atomically) next to the run's other files, from the run's
+    ``events.parquet`` or its event log still in memory."""
     from memlens._util.atomic import write_text
 
-    write_text(path, render(events, metrics))
+    html = (
+        render_log(events, metrics)
+        if isinstance(events, logviews.EventLog)
+        else render(events, metrics)
+    )
+    write_text(path, html)
     return path

@@ -112,7 +112,7 @@ def test_report_from_the_first_items_moves_equals_the_full_tables(tmp_path, monk
     metrics = {"policy": "rule", "budget": 300, "overall": {"hit_rate": 0.5}}
     fast = static_report.render(events, metrics)
     full = prepared.Prepared
-    monkeypatch.setattr(static_report, "Prepared",
+    monkeypatch.setattr(prepared, "Prepared",
                         lambda path, moves_below=None: full(path))  # fmt: skip
     assert static_report.render(events, metrics) == fast
     assert fast.count('class="seg"') >= static_report.TIMELINE_ITEMS
