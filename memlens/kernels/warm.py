@@ -179,6 +179,19 @@ def reader_stage() -> Stage:
     return Stage("trace reader", ("trace/bulk",), run)
 
 
+def intervals_stage() -> Stage:
+    """The bootstrap's replicate sums (``memlens.kernels.bootstrap``): every run's intervals."""
+
+    def run() -> None:
+        import numpy as np
+
+        from memlens.kernels.bootstrap import replicate_sums
+
+        replicate_sums(np.ones((2, 3)), np.ones((3, 2)))
+
+    return Stage("intervals", ("kernels/bootstrap.py",), run)
+
+
 def scans_trace(path: str) -> bool:
     """Whether loading ``path`` runs the compiled scanner (a file large enough)."""
     from memlens.trace.bulk.parse import SCAN_MIN_BYTES
@@ -201,7 +214,7 @@ def stages_for(policies: list, *, demand_fetch: bool, seed: int, oracle: bool,
         out.append(oracle_stage(demand_fetch))
     if tiers and policies:  # simulate: the tier replay and the event log's values
         out += [tiers_stage(policies[0]), values_stage(policies[0])]
-    return out
+    return [*out, intervals_stage()]
 
 
 def stage_labels(policy, oracle: bool) -> list[str]:

@@ -85,6 +85,21 @@ def test_same_seed_same_interval_bit_for_bit():
         assert (first.low, first.high) != (other.low, other.high)
 
 
+@pytest.mark.parametrize(("n", "bootstrap", "seed"), [(1, 100, 0), (7, 100, 3), (300, 250, 9)])
+def test_resample_counts_are_the_draws_counted(n, bootstrap, seed):
+    """Each replicate's counts are how often each stream index was drawn, from the documented
+    draw (``default_rng([seed, n]).integers``), counted here one draw at a time."""
+    idx = np.random.default_rng([seed, n]).integers(0, n, size=(bootstrap, n))
+    expected = np.zeros((bootstrap, n))
+    for b, row in enumerate(idx):
+        for i in row:
+            expected[b, i] += 1
+    counts = resample_counts(n, bootstrap, seed)
+    assert counts.dtype == np.float64 and not counts.flags.writeable
+    assert np.array_equal(counts, expected)
+    assert (counts.sum(axis=1) == n).all()
+
+
 def test_paired_interval_is_narrower_when_policies_move_together():
     rng = np.random.default_rng(11)
     num, den = synthetic(rng, n=30)
@@ -165,3 +180,29 @@ def test_interval_cells():
     assert interval_cell("hit_rate", span, signed=True) == "-0.010 [-0.020, 0.005]"
     count = Interval(733.0, 711.0, 754.0, "percentile", 0.95, 6)
     assert interval_cell("evictions", count) == "733 [711, 754]"
+
+
+def test_a_metric_has_the_same_interval_alone_or_with_others():
+    """One pass over the counts for every metric (memlens.kernels.bootstrap) gives each metric
+    the interval it gets alone, bit for bit, and the replicates a plain product gives, to
+    rounding; paired differences likewise."""
+    from memlens.analyze.stats import _replicates, differences, intervals
+
+    rng = np.random.default_rng(21)
+    parts = {f"m{k}": synthetic(rng, n=40) for k in range(5)}
+    parts["total"] = (rng.integers(0, 9, size=40).astype(float), None)
+    parts["short"] = synthetic(rng, n=3)  # fewer than min_streams: a note
+    ref = {k: (np.asarray(v[0]) + 1.0, v[1]) for k, v in parts.items()}
+    cfg = StatsConfig(bootstrap=300, seed=4)
+    together = intervals(parts, cfg)
+    for key, p in parts.items():
+        assert together[key] == interval(p, cfg), key
+    diffs = differences(parts, ref, cfg)
+    for key, p in parts.items():
+        assert diffs[key] == difference(p, ref[key], cfg), key
+    counts = resample_counts(40, 300, 4)
+    num, den = parts["m0"]
+    np.testing.assert_allclose(_replicates(counts, (num, den)), (counts @ num) / (counts @ den),
+                               rtol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(_replicates(counts, parts["total"]), counts @ parts["total"][0],
+                               rtol=1e-12)  # fmt: skip

@@ -105,13 +105,13 @@ def test_the_stages_a_run_needs(tmp_path, monkeypatch):
     small.write_text("{}\n")
     stages = warm.stages_for([LRU(), RuleScorer(), LRU(), Oracle()], demand_fetch=False,
                              seed=0, oracle=True, traces=[str(small)])  # fmt: skip
-    assert [s.label for s in stages] == ["lru", "rule", "oracle"]  # the oracle's kernel: once
+    assert [s.label for s in stages] == ["lru", "rule", "oracle", "intervals"]  # oracle: once
     assert [s.label for s in warm.stages_for([LRU()], demand_fetch=False, seed=0, oracle=False,
-                                             tiers=True)] == ["lru", "tiers", "event log values"]  # fmt: skip
+                                             tiers=True)] == ["lru", "tiers", "event log values", "intervals"]  # fmt: skip
     monkeypatch.setattr(parse, "SCAN_MIN_BYTES", 2)  # a trace the compiled scanner reads
     labels = [s.label for s in warm.stages_for([], demand_fetch=False, seed=0, oracle=False,
                                                traces=[str(small)])]  # fmt: skip
-    assert labels == ["trace reader"]
+    assert labels == ["trace reader", "intervals"]
 
 
 def test_every_process_shares_one_kernel_cache(tmp_path):
