@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from memlens.analyze.registry import check_keys
+from memlens.analyze.registry import check_keys, declared
 
 #: Version of the metrics.json layout (2: typed pipeline, provenance, policy_config;
 #: 3: ``intervals`` and the per-stream ``stream_parts`` they come from).
@@ -101,6 +101,16 @@ class Report:
         }
 
 
+def _check_stream_keys(sec: Section) -> None:
+    """Every per-stream key declared (the union checked once; the first stream holding an
+    unknown key is named): a check per stream was 0.7 s of a 5,800-stream compare."""
+    keys = set().union(*sec.streams.values()) if sec.streams else set()
+    if keys <= declared().keys():
+        return
+    for name, values in sec.streams.items():
+        check_keys(values, f"section {sec.name or '-'}, stream {name}")
+
+
 def assemble(identity: dict, sections: list[Section]) -> Report:
     """Merge the analyzers' sections into one report (each metric key declared once)."""
     overall: dict = {}
@@ -115,8 +125,8 @@ def assemble(identity: dict, sections: list[Section]) -> Report:
         for target, part in ((overall, sec.overall), (timing, sec.timing)):
             check_keys(part, f"section {sec.name or '-'}")
             target.update(part)
+        _check_stream_keys(sec)
         for name, values in sec.streams.items():
-            check_keys(values, f"section {sec.name or '-'}, stream {name}")
             streams.setdefault(name, {}).update(values)
         if sec.name:
             blocks[sec.name] = sec.data

@@ -73,6 +73,12 @@ def test_every_reported_metric_is_registered_and_every_core_one_reported():
 def test_an_unregistered_metric_is_refused():
     with pytest.raises(KeyError, match="not declared"):
         assemble({}, [Section("x", overall={"my_new_metric": 1.0})])
+    streams = {"s0": {"hit_rate": 0.5}, "s1": {"hit_rate": 0.4, "my_new_metric": 1.0}}
+    with pytest.raises(KeyError, match=r"stream s1: metrics \['my_new_metric'\] are not declared"):
+        assemble({}, [Section("x", streams=streams)])
+    from memlens.analyze.report import _check_stream_keys
+
+    _check_stream_keys(Section("x", streams={"s0": {"hit_rate": 0.5}}))  # declared: no error
 
 
 def test_zero_wall_time_gives_no_rate_instead_of_infinity(monkeypatch):
