@@ -23,8 +23,8 @@ def compose_config(config_name: str, overrides: list[str] = ()):
 
 def compose_with_hydra(config_name: str, overrides: list[str] = ()):
     """(:func:`compose_config`'s config, ``{"hydra.run.dir": ..., "hydra.sweep.dir": ...,
-    "hydra.output_subdir": ...}`` resolved): the pre-flight checks read where the run folder
-    will be from the second."""
+    "hydra.output_subdir": ..., "hydra.mode": ...}`` resolved): the pre-flight checks read
+    where the run folder will be from the second, and the run its mode."""
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
@@ -49,7 +49,8 @@ def _compose_strict(config_name: str, overrides: list[str]):
     where = _provenance(config_name, choices)
     check_hydra_node(cfg.hydra, where)
     hydra = {key: OmegaConf.select(cfg, key, default=None, throw_on_resolution_failure=False)
-             for key in ("hydra.run.dir", "hydra.sweep.dir", "hydra.output_subdir")}  # fmt: skip
+             for key in ("hydra.run.dir", "hydra.sweep.dir", "hydra.output_subdir",
+                         "hydra.mode")}  # fmt: skip
     with open_dict(cfg):
         del cfg["hydra"]
     check_config(cfg, where, overrides)
