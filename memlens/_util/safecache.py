@@ -47,6 +47,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
@@ -164,13 +165,22 @@ def discard(path: Path, reason: str) -> None:
 
 
 def _digest(header: bytes, arrays: dict[str, np.ndarray]) -> bytes:
+    h = _hasher(header)
+    for name, a in arrays.items():
+        _hash_array(h, name, a)
+    return h.digest()
+
+
+def _hasher(header: bytes):
     h = hashlib.blake2b(digest_size=32, person=b"memlens-cache")
     h.update(len(header).to_bytes(8, "little"))
     h.update(header)
-    for name, a in arrays.items():
-        h.update(f"\0{name}\0{a.dtype.str}\0{a.shape}\0".encode())
-        h.update(_raw(a))
-    return h.digest()
+    return h
+
+
+def _hash_array(h, name: str, a: np.ndarray) -> None:
+    h.update(f"\0{name}\0{a.dtype.str}\0{a.shape}\0".encode())
+    h.update(_raw(a))
 
 
 def _raw(a: np.ndarray):
@@ -202,13 +212,21 @@ def _read(path: Path, kind: str) -> tuple[dict[str, np.ndarray], dict]:
         declared = header["arrays"]
         if sorted(z.files) != sorted([_HEADER, _DIGEST, *(d[0] for d in declared)]):
             raise ValueError("the members differ from the header's list")
-        arrays = {}
-        for name, dtype, shape in declared:
-            a = z[name]
-            if a.dtype.str != dtype or list(a.shape) != shape or a.dtype.kind not in _NUMERIC:
-                raise ValueError(f"array {name!r} is {a.dtype.str}{a.shape}, not {dtype}{shape}")
-            arrays[name] = a
-    if _digest(header_bytes, arrays) != digest:
+        arrays, h = {}, _hasher(header_bytes)
+        # Members are inflated on two threads (zlib lets go of the GIL) while this one checks
+        # and hashes them in order: a parsed trace of 870,000 events (176 MB) read in about
+        # half the time of one member after another (issue 34).  The digest is the same.
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="memlens-cache") as pool:
+            members = [(d, pool.submit(z.__getitem__, d[0])) for d in declared]
+            for (name, dtype, shape), member in members:
+                a = member.result()
+                if a.dtype.str != dtype or list(a.shape) != shape or a.dtype.kind not in _NUMERIC:
+                    raise ValueError(
+                        f"array {name!r} is {a.dtype.str}{a.shape}, not {dtype}{shape}"
+                    )
+                arrays[name] = a
+                _hash_array(h, name, a)
+    if h.digest() != digest:
         raise ValueError("checksum mismatch")
     return arrays, header["meta"]
 
