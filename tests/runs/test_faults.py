@@ -452,6 +452,33 @@ def test_a_failing_second_run_leaves_the_first_runs_files_untouched(
     assert debris(run_dir) == []
 
 
+def test_an_event_log_failing_on_its_thread_keeps_the_first_run(
+    tmp_path,
+    small_trace,  # noqa: F811
+    monkeypatch,
+):
+    """The event log is written on a second thread (memlens.runs.writers.write_run): its
+    failure reaches the run, which keeps nothing of itself and the first run whole."""
+    from memlens.analyze import eventlog
+    from memlens.cli import replay as commands
+
+    run_dir = tmp_path / "run"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(commands, "_run_dir", lambda: run_dir)
+    first = [f"trace={small_trace}", "budget=512", "mlflow.enabled=false"]
+    commands.simulate_task(compose_config("simulate", first))
+    before = snapshot(run_dir)
+
+    def fail(*_args, **_kwargs):
+        raise OSError("disk full on the writer thread")
+
+    monkeypatch.setattr(eventlog, "write_event_log", fail)
+    with pytest.raises(OSError, match="writer thread"):
+        commands.simulate_task(compose_config("simulate", [*first[:1], "budget=64", *first[2:]]))
+    assert snapshot(run_dir) == before
+    assert debris(run_dir) == []
+
+
 @pytest.mark.slow  # kept out of the default run (6-minute budget); make test-all runs it
 def test_a_failing_second_run_subprocess(tmp_path, small_trace, slow_env):  # noqa: F811
     run_dir = tmp_path / "run"
