@@ -32,12 +32,13 @@ feasibility problem (is there a schedule planning ``lower + 1``?) has a solution
 ``none_reaches`` could only answer False: ``close_gaps`` then goes straight to the branch and
 bound, which it would have run next anyway, and the result is the same.  A settled stream
 leaves the later rounds (a proof is a proof whatever else shares its LP).  On the generated
-5,800-stream trace at budget 512 this leaves HiGHS 126 of its 257 feasibility problems
+5,800-stream trace at budget 512 this leaves HiGHS 127 of its 257 feasibility problems
 (``benchmarks/bench_oracle_phases.py``).
 
 The LPs of a call are solved in batches (one HiGHS call per round), one per window of
-``batch_streams`` consecutive streams counted from stream 0, as the LP stage batches them:
-which streams share a batch then depends on the open streams only, never on how a sweep
+:data:`WINDOWS_PER_PROOF` x ``batch_streams`` consecutive streams counted from stream 0 (the
+LP stage's windows, eight at a time: few of their streams are open): which streams share a
+batch then depends on the open streams only, never on how a sweep
 spreads them over its workers (``memlens.oracle.batch`` cuts its pieces between windows), so
 the proofs, like every number, do not depend on the machine.  Streams with alternatives
 (whose LP is not in chain form) and ``batch_streams=0`` (no batching: a lone LP per stream
@@ -57,6 +58,17 @@ from memlens.oracle.rounding import round_schedule
 #: at budget 512 (713 open streams) one more round proves 456 of them, three more 520 (six:
 #: 522); each round re-solves only the streams no earlier round settled.
 ROUNDS_BEYOND = 3
+
+#: LP windows per proof window: the open streams are a few per LP window (about 8 of 64 at
+#: budget 512, 2 at 1024 on the generated trace), so eight LP windows' open streams share one
+#: LP per round, and a sweep's pieces are cut between proof windows (``memlens.oracle.batch``).
+WINDOWS_PER_PROOF = 8
+
+
+def proof_window(batch_streams: int) -> int:
+    """Consecutive streams (counted from stream 0) whose open streams' LPs are solved together
+    (0: no batching, the proofs are left to HiGHS)."""
+    return max(0, int(batch_streams)) * WINDOWS_PER_PROOF
 
 
 @dataclass

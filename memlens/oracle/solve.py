@@ -41,7 +41,7 @@ from memlens.oracle.bounds import (
     relaxed_upper,
 )
 from memlens.oracle.model import build_model, keep_pairs, schedule_load_ok
-from memlens.oracle.proofs import settle
+from memlens.oracle.proofs import proof_window, settle
 from memlens.oracle.quiet import silenced
 from memlens.oracle.result import OracleResult, StreamBound
 from memlens.oracle.rounding import round_schedule
@@ -146,7 +146,10 @@ def _stream_bound(model, settings: OracleSettings, lp=None) -> tuple[StreamBound
                            solve_s=0.0, segments=1), [everything, everything]  # fmt: skip
     if use_lp:
         upper, priorities, upper_method, segments = _upper(model, settings, lp)
-        rounded = [round_schedule(model, p) for p in priorities]
+        rounded = []  # a stream whose cut round changed nothing has two equal candidates
+        for k, p in enumerate(priorities):
+            same = next((j for j in range(k) if np.array_equal(priorities[j], p)), None)
+            rounded.append(round_schedule(model, p) if same is None else rounded[same])
         n_base = len(rounded) // 2 if settings.cut_rounds > 0 else len(rounded)
         base = max(rounded[:n_base], key=model.planned_hits)  # the first of equals
         selected = max(rounded, key=model.planned_hits)
@@ -315,15 +318,15 @@ def close_gaps(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSe
     the cut rounds rounded a schedule planning one hit more: no proof to look for) HiGHS's
     branch and bound (``milp_schedule``) gives its dual bound and its best schedule, to be
     replayed (:func:`apply_closed`).  Independent per stream but for the LP proofs' batches
-    (by window, as the LP stage's), so a sweep spreads them over its workers, cut between
-    windows (``memlens.oracle.batch``)."""
+    (by proof window: ``memlens.oracle.proofs.proof_window``), so a sweep spreads them over
+    its workers, cut between proof windows (``memlens.oracle.batch``)."""
     out = []
     with silenced(settings.solver_log):
         t0 = time.perf_counter()
         models = {s: build_model(trace, s, budget, demand_fetch) for s in streams}
         build_s = (time.perf_counter() - t0) / max(len(streams), 1)
         settled = settle(models, dict(zip(streams, lowers, strict=True)), settings.cut_rounds,
-                         settings.batch_streams)  # fmt: skip
+                         proof_window(settings.batch_streams))  # fmt: skip
         proven, improvable = settled.proven, settled.improvable
         for s, lower in zip(streams, lowers, strict=True):
             model, t1 = models[s], time.perf_counter()
