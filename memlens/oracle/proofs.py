@@ -17,8 +17,9 @@ bound every policy's hits; ``bounds._tolerant_floor`` never rounds a true intege
 where it proves ``hits <= lower``, ``lower`` is the stream's upper bound, exactly what
 ``none_reaches`` returning True gives, and HiGHS's integer program is not needed.
 
-Where the LP does not prove it, ``close_gaps`` goes on as before (``none_reaches``, then
-``milp_schedule``), so the bounds are unchanged wherever HiGHS would have settled the
+Where the LP does not prove it, ``close_gaps`` goes on as before (HiGHS's feasibility
+problem, then ``milp_schedule``; the feasibility problem is asked of the stream's last cut LP
+in chain form, ``bounds.none_reaches_chain``, the same question), so the bounds are unchanged wherever HiGHS would have settled the
 question as well.  The one case where they could move is a stream whose optimum is ``lower``
 but whose proof HiGHS does not finish within its node limit: the LP's proof then gives the
 upper bound ``lower`` (proven) where HiGHS's dual bound gave more.  On the golden traces and
@@ -79,6 +80,9 @@ class Settled:
 
     proven: dict[int, float] = field(default_factory=dict)
     improvable: dict[int, float] = field(default_factory=dict)
+    #: the last LP (with its cuts) of every other stream the rounds solved, for HiGHS's
+    #: feasibility problem (``bounds.none_reaches_chain``)
+    lps: dict[int, ChainLP] = field(default_factory=dict)
 
 
 def settle(models: dict[int, GapModel], lowers: dict[int, int], cut_rounds: int,
@@ -112,6 +116,8 @@ def settle(models: dict[int, GapModel], lowers: dict[int, int], cut_rounds: int,
         for s, verdict in found.items():
             if verdict:
                 getattr(out, verdict)[s] = share
+            else:
+                out.lps[s] = lps[s]
     return out
 
 

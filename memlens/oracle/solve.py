@@ -38,6 +38,7 @@ from memlens.oracle.bounds import (
     lp_candidates_many,
     milp_schedule,
     none_reaches,
+    none_reaches_chain,
     relaxed_upper,
 )
 from memlens.oracle.model import build_model, keep_pairs, schedule_load_ok
@@ -334,7 +335,8 @@ def close_gaps(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSe
                 out.append((s, lower, None, 0, build_s + proven[s]))
                 continue
             # a stream with a schedule planning lower + 1 has no proof for HiGHS to find
-            if s not in improvable and none_reaches(model, lower + 1, settings.milp_node_limit):
+            if s not in improvable and _none_reaches(model, settled.lps.get(s), lower + 1,
+                                                     settings.milp_node_limit):  # fmt: skip
                 out.append((s, lower, None, 0, build_s + time.perf_counter() - t1))
                 continue
             t1 -= improvable.get(s, 0.0)
@@ -344,6 +346,14 @@ def close_gaps(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSe
                 pairs, planned = keep_pairs(model, exact), model.planned_hits(exact)
             out.append((s, dual_bound, pairs, planned, build_s + time.perf_counter() - t1))
     return out
+
+
+def _none_reaches(model, lp, hits: int, node_limit: int) -> bool:
+    """HiGHS's feasibility problem for ``hits``: on the stream's cut chain-form LP from the
+    proofs' rounds where there is one (``bounds.none_reaches_chain``), else on its model."""
+    if lp is not None:
+        return none_reaches_chain(lp, hits, node_limit)
+    return none_reaches(model, hits, node_limit)
 
 
 def apply_closed(trace: Trace, result: OracleResult, closed: list[tuple]) -> OracleResult:
