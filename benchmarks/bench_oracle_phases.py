@@ -8,8 +8,8 @@
 For the first ``--streams`` streams of TRACE (read through the parsed-trace cache), at each
 budget, what ``memlens.oracle.solve`` does without its disk cache, timed per phase: the LP
 stage (``stream_bounds``), the replays (``finish``), and the integer programs
-(``close_gaps``: its ``none_reaches`` proofs and ``milp_schedule`` branch and bounds, counted
-and timed separately), then the replay of their schedules (``apply_closed``).  ``--out``
+(``close_gaps``: its ``none_reaches`` / ``none_reaches_chain`` proofs and ``milp_schedule``
+branch and bounds, counted and timed separately), then the replay of their schedules (``apply_closed``).  ``--out``
 writes every stream's bounds and methods; ``--against`` counts the streams whose bounds or
 methods differ from an earlier run's file (an optimisation that must not change the numbers
 must print 0 there).  Warmed up first on 64 streams, untimed (scipy's import, the compiled
@@ -74,7 +74,8 @@ def one_budget(trace, budget: int, streams: range, settings: OracleSettings) -> 
     t2 = time.perf_counter()
     gaps = [s for s in solve.open_gaps(result, settings) if s < streams.stop]
     lowers = [result.streams[s].lower for s in gaps]
-    with timed("none_reaches", totals), timed("milp_schedule", totals):
+    with timed("none_reaches", totals), timed("none_reaches_chain", totals), \
+            timed("milp_schedule", totals):  # fmt: skip
         closed = solve.close_gaps(trace, budget, False, settings, gaps, lowers)
     t3 = time.perf_counter()
     solve.apply_closed(trace, result, closed)

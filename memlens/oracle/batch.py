@@ -22,6 +22,7 @@ import time
 
 from memlens._util.parallel import run_parallel
 from memlens.oracle import cache
+from memlens.oracle.proofs import proof_window
 from memlens.oracle.solve import (
     _MEMO,
     OracleSettings,
@@ -78,7 +79,7 @@ def _close_chunk(task: tuple) -> tuple:
 def _pieces(items: list[int], n_workers: int, window: int = 1) -> list[list[int]]:
     """Streams ``items`` (ascending) cut into at most ``n_workers * CHUNKS_PER_WORKER`` runs
     of consecutive ones, never between two streams of one window of ``window`` (``close_gaps``
-    batches its LP proofs by window: ``memlens.oracle.proofs``)."""
+    batches its LP proofs by proof window: ``memlens.oracle.proofs.proof_window``)."""
     if not items:
         return []
     window = max(1, int(window))
@@ -129,7 +130,8 @@ def _milp_round(traces, trace_cache, todo, results, demand_fetch, settings, n_wo
     each result then completed by ``apply_closed``."""
     tasks, owner = [], []
     for k, ((path, budget, _), result) in enumerate(zip(todo, results, strict=True)):
-        for piece in _pieces(open_gaps(result, settings), n_workers, settings.batch_streams):
+        window = proof_window(settings.batch_streams)
+        for piece in _pieces(open_gaps(result, settings), n_workers, window):
             lowers = [result.streams[s].lower for s in piece]
             tasks.append((path, trace_cache, budget, bool(demand_fetch), settings, piece, lowers))
             owner.append(k)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 
+import numba as nb
 import numpy as np
 
 from memlens.oracle import rows
@@ -86,10 +87,14 @@ def _matrices(model: GapModel):
 
 def _chains(model: GapModel) -> tuple[np.ndarray, np.ndarray]:
     """Per gap: the first gap of its nesting chain, and its position in the chain (1-based)."""
-    G = model.n_gaps
-    head = np.arange(G, dtype=np.int64)
-    depth = np.ones(G, dtype=np.int64)
-    prev = model.prev.tolist()
+    return _chain_heads(model.prev)
+
+
+@nb.njit(cache=True)
+def _chain_heads(prev):
+    G = prev.shape[0]
+    head = np.arange(G)
+    depth = np.ones(G, np.int64)
     for g in range(G):  # a gap's predecessor always comes first
         p = prev[g]
         if p >= 0:
@@ -258,8 +263,6 @@ class ChainLP:
 def _solve_blocks(lps: list[ChainLP]) -> list[tuple[np.ndarray, float]]:
     """One HiGHS solve of the LPs side by side; each one's solution and objective (one LP:
     exactly its own call, and HiGHS's objective)."""
-    from scipy.optimize import linprog
-
     if len(lps) == 1:
         (lp,) = lps
         A_eq, b_eq, A_ub, b_ub, c, upper = lp.A_eq, lp.b_eq, lp.A_ub, lp.b_ub, lp.c, lp.upper
@@ -271,27 +274,93 @@ def _solve_blocks(lps: list[ChainLP]) -> list[tuple[np.ndarray, float]]:
             np.concatenate([lp.b_ub for lp in lps]),
         )
         c, upper = np.concatenate([lp.c for lp in lps]), np.concatenate([lp.upper for lp in lps])
-    res = linprog(c, A_eq=A_eq.to_scipy(), b_eq=b_eq,
-                  A_ub=A_ub.to_scipy() if b_ub.size else None, b_ub=b_ub if b_ub.size else None,
-                  bounds=np.stack([np.zeros(c.size), upper], axis=1), method="highs")  # fmt: skip
-    if res.status != 0:
+    x, fun, message = highs_lp(c, A_eq.to_scipy(), b_eq, A_ub.to_scipy() if b_ub.size else None,
+                               b_ub if b_ub.size else None, upper)  # fmt: skip
+    if x is None:
         streams = ", ".join(str(lp.model.stream) for lp in lps[:5])
-        raise OracleSolveError(f"stream {streams}: LP not solved ({res.message})")
+        raise OracleSolveError(f"stream {streams}: LP not solved ({message})")
     if len(lps) == 1:
-        return [(res.x, float(res.fun))]
+        return [(x, fun)]
     ends = np.cumsum([lp.c.size for lp in lps])
-    xs = np.split(res.x, ends[:-1])
+    xs = np.split(x, ends[:-1])
     return [(x, float(lp.c @ x)) for lp, x in zip(lps, xs, strict=True)]
+
+
+def highs_lp(c: np.ndarray, A_eq, b_eq: np.ndarray, A_ub, b_ub: np.ndarray | None,
+             upper: np.ndarray) -> tuple[np.ndarray | None, float, str]:  # fmt: skip
+    """``scipy.optimize.linprog(c, A_ub, b_ub, A_eq, b_eq, bounds=(0, upper), method="highs")``
+    without the Python around HiGHS that the oracle never reads: the solution ``x``, its
+    objective and HiGHS's model status (``x`` None unless optimal).
+
+    HiGHS is given the model and options ``linprog`` gives it (scipy's ``_linprog_highs``
+    and ``_highs_wrapper``, scipy 1.17: the constraints stacked ``[A_ub; A_eq]`` through the
+    same COO and CSC conversions, row bounds ``[-inf, b_ub]`` and ``[b_eq, b_eq]``, infinities
+    as HiGHS's, presolve on, dual simplex, no output), so it returns the same solution to
+    the last bit (tests/oracle/test_oracle_highs.py checks it against ``linprog`` on every LP
+    of many-stream traces).  What it leaves out is the reduced costs' per-column Python
+    loop and the result's residuals and marginals: on a batch of 64 short streams (about
+    20,000 columns) the loop took longer than building the LP (issue 34)."""
+    import scipy.sparse as sp
+    from scipy.optimize._highspy import _core as h
+
+    n = c.size
+    A = sp.csc_array(sp.vstack((sp.coo_array((0, n) if A_ub is None else A_ub, dtype=float,
+                                             copy=True),
+                                sp.coo_array(A_eq, dtype=float, copy=True))))  # fmt: skip
+    b_ub = np.zeros(0) if b_ub is None else np.asarray(b_ub, dtype=np.float64)
+    b_eq = np.asarray(b_eq, dtype=np.float64)
+    lhs = _highs_inf(np.concatenate((np.full(b_ub.size, -np.inf), b_eq)))
+    rhs = _highs_inf(np.concatenate((b_ub, b_eq)))
+    lp = h.HighsLp()
+    lp.num_col_, lp.num_row_ = n, rhs.size
+    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n, rhs.size
+    lp.a_matrix_.format_ = h.MatrixFormat.kColwise
+    lp.col_cost_ = np.array(c, dtype=np.float64)
+    lp.col_lower_ = np.zeros(n)
+    lp.col_upper_ = _highs_inf(np.array(upper, dtype=np.float64))
+    lp.row_lower_, lp.row_upper_ = lhs, rhs
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = A.indptr, A.indices, A.data
+    highs = h._Highs()
+    options = h.HighsOptions()
+    options.presolve = "on"
+    options.highs_debug_level = h.HighsDebugLevel.kHighsDebugLevelNone
+    options.log_to_console = False
+    options.output_flag = False
+    options.simplex_strategy = h.simplex_constants.SimplexStrategy.kSimplexStrategyDual
+    if (highs.passOptions(options) == h.HighsStatus.kError
+            or highs.passModel(lp) == h.HighsStatus.kError
+            or highs.run() == h.HighsStatus.kError):  # fmt: skip
+        return None, math.nan, "HiGHS error"
+    status = highs.getModelStatus()
+    if status != h.HighsModelStatus.kOptimal:
+        return None, math.nan, highs.modelStatusToString(status)
+    x = np.array(highs.getSolution().col_value)
+    return x, float(highs.getInfo().objective_function_value), "optimal"
+
+
+def _highs_inf(x: np.ndarray) -> np.ndarray:
+    """Infinities as HiGHS's (scipy's ``_replace_inf``), in place."""
+    from scipy.optimize._highspy._core import kHighsInf
+
+    infs = np.isinf(x)
+    x[infs] = np.sign(x[infs]) * kHighsInf
+    return x
 
 
 def _gap_values(d: np.ndarray, prev: np.ndarray) -> np.ndarray:
     """Chain-form values to gap values: ``y_g`` = sum of ``d`` over g and its successors."""
     y = np.clip(d, 0.0, 1.0)
-    prev_l = prev.tolist()
-    for g in range(y.shape[0] - 1, -1, -1):
-        if prev_l[g] >= 0:
-            y[prev_l[g]] += y[g]
+    _add_successors(y, prev)
     return np.clip(y, 0.0, 1.0)
+
+
+@nb.njit(cache=True)
+def _add_successors(y, prev):
+    """``y[prev[g]] += y[g]``, last gap first (the same float additions in the same order as
+    the Python loop it replaced)."""
+    for g in range(y.shape[0] - 1, -1, -1):
+        if prev[g] >= 0:
+            y[prev[g]] += y[g]
 
 
 def _chain_program(model: GapModel, head: np.ndarray):
@@ -379,6 +448,28 @@ def none_reaches(model: GapModel, hits: int, node_limit: int) -> bool:
     need = hits - model.forced_hits - 0.5
     cons = [*cons, LinearConstraint(-c[None, :], need, np.inf)]
     res = milp(np.zeros_like(c), constraints=cons, integrality=integrality, bounds=bounds,
+               options={"node_limit": int(node_limit)})  # fmt: skip
+    return res.status == 2  # HiGHS: the problem is infeasible (proven, not a limit)
+
+
+def none_reaches_chain(lp: ChainLP, hits: int, node_limit: int) -> bool:
+    """:func:`none_reaches` asked of the stream's chain-form program with the cover cuts its
+    LP has so far (``ChainLP``, e.g. after ``memlens.oracle.proofs.settle``'s rounds): the
+    same question, since the chain form's 0/1 points are the gap form's (``y_g`` = the sum of
+    ``d`` over ``g`` and its successors) with the same planned hits, and every cover cut holds
+    at every one of them; but HiGHS starts from the cut LP's tighter bound, and on the
+    benchmark trace's open streams at budget 512 it answers in about half the time (the same
+    answers: tests/oracle/test_oracle_proofs.py)."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    need = hits - lp.model.forced_hits - 0.5  # as in none_reaches: planned hits are integers
+    cons = [LinearConstraint(lp.A_eq.to_scipy(), lp.b_eq, lp.b_eq),
+            LinearConstraint(-lp.c[None, :], need, np.inf)]  # fmt: skip
+    if lp.b_ub.size:
+        cons.append(LinearConstraint(lp.A_ub.to_scipy(), -np.inf, lp.b_ub))
+    integrality = np.concatenate([np.ones(lp.G), np.zeros(lp.K)])
+    res = milp(np.zeros_like(lp.c), constraints=cons, integrality=integrality,
+               bounds=Bounds(np.zeros(lp.c.size), lp.upper),
                options={"node_limit": int(node_limit)})  # fmt: skip
     return res.status == 2  # HiGHS: the problem is infeasible (proven, not a limit)
 

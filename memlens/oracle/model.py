@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numba as nb
 import numpy as np
 
 from memlens.trace.model import PIN, REQUEST, UNPIN, WRITE, Trace
@@ -252,14 +253,28 @@ def keep_pairs(model: GapModel, selected: np.ndarray) -> np.ndarray:
 
 def schedule_load_ok(model: GapModel, selected: np.ndarray) -> bool:
     """Whether a 0/1 selection of gaps respects capacity and nesting (an exact check)."""
-    sel = np.asarray(selected, dtype=bool)
+    sel = np.asarray(selected, dtype=np.bool_)
     if model.n_gaps == 0:
         return True
-    nested = model.prev >= 0
-    if np.any(sel & nested & ~sel[np.maximum(model.prev, 0)]):
-        return False
-    diff = np.zeros(model.points.shape[0] + 1, dtype=np.int64)
-    np.add.at(diff, model.k_start[sel], model.size[sel])
-    np.add.at(diff, model.k_end[sel], -model.size[sel])
-    load = np.cumsum(diff)[:-1]
-    return bool(np.all(load <= model.capacity))
+    return bool(_load_ok(sel, model.prev, model.k_start, model.k_end, model.size, model.capacity))
+
+
+@nb.njit(cache=True)
+def _load_ok(sel, prev, k_start, k_end, size, capacity):
+    """``schedule_load_ok`` compiled: every selected gap's predecessor selected, and the
+    selected gaps' load (integer tokens, summed from the first check point) within the
+    capacity at every check point.  One call per plan on many short streams."""
+    for g in range(sel.shape[0]):
+        if sel[g] and prev[g] >= 0 and not sel[prev[g]]:
+            return False
+    diff = np.zeros(capacity.shape[0] + 1, np.int64)
+    for g in range(sel.shape[0]):
+        if sel[g]:
+            diff[k_start[g]] += size[g]
+            diff[k_end[g]] -= size[g]
+    load = 0
+    for k in range(capacity.shape[0]):
+        load += diff[k]
+        if load > capacity[k]:
+            return False
+    return True

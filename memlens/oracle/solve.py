@@ -6,7 +6,7 @@ Per stream:
   ``lp_max_references`` references (or ``method: lp``), else the time-averaged relaxation
   (``relaxed_upper``).  Small streams (at most ``milp_max_gaps`` gaps) whose best replayed
   plan still falls short of the LP bound then run an integer program (:func:`close_gaps`):
-  one more round of cuts (``memlens.oracle.proofs``) or else HiGHS first proves, where it
+  more rounds of cuts (``memlens.oracle.proofs``) or else HiGHS first proves, where it
   can, that no schedule plans one hit more than the replay scored (then the bounds meet;
   reported as ``milp`` either way), else HiGHS runs its branch and bound, whose dual bound replaces the
   LP bound when lower (the LP's integrality gap is most of the gap between the bounds).  Every
@@ -38,10 +38,11 @@ from memlens.oracle.bounds import (
     lp_candidates_many,
     milp_schedule,
     none_reaches,
+    none_reaches_chain,
     relaxed_upper,
 )
 from memlens.oracle.model import build_model, keep_pairs, schedule_load_ok
-from memlens.oracle.proofs import proven_optimal
+from memlens.oracle.proofs import proof_window, settle
 from memlens.oracle.quiet import silenced
 from memlens.oracle.result import OracleResult, StreamBound
 from memlens.oracle.rounding import round_schedule
@@ -146,7 +147,10 @@ def _stream_bound(model, settings: OracleSettings, lp=None) -> tuple[StreamBound
                            solve_s=0.0, segments=1), [everything, everything]  # fmt: skip
     if use_lp:
         upper, priorities, upper_method, segments = _upper(model, settings, lp)
-        rounded = [round_schedule(model, p) for p in priorities]
+        rounded = []  # a stream whose cut round changed nothing has two equal candidates
+        for k, p in enumerate(priorities):
+            same = next((j for j in range(k) if np.array_equal(priorities[j], p)), None)
+            rounded.append(round_schedule(model, p) if same is None else rounded[same])
         n_base = len(rounded) // 2 if settings.cut_rounds > 0 else len(rounded)
         base = max(rounded[:n_base], key=model.planned_hits)  # the first of equals
         selected = max(rounded, key=model.planned_hits)
@@ -307,36 +311,49 @@ def close_gaps(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSe
     """Per stream of ``streams`` (whose best replay scored ``lowers``): ``(stream, upper or
     None, keep pairs of an integer schedule or None, its planned hits, seconds)``.
 
-    First a proof by one more round of cover cuts (``memlens.oracle.proofs``), which settles
-    most of them for a share of one batched LP each, then, for the rest, a feasibility problem:
+    First a few more rounds of cover cuts (``memlens.oracle.proofs``), which settle most of
+    them for a share of a few batched LPs each, then, for the rest, a feasibility problem:
     can any schedule plan one hit more than the replay scored
     (``memlens.oracle.bounds.none_reaches``)?  Where either proves not, the replayed score is
-    the stream's upper bound too, proven, and nothing more is solved.  Otherwise HiGHS's
+    the stream's upper bound too, proven, and nothing more is solved.  Otherwise (or where
+    the cut rounds rounded a schedule planning one hit more: no proof to look for) HiGHS's
     branch and bound (``milp_schedule``) gives its dual bound and its best schedule, to be
     replayed (:func:`apply_closed`).  Independent per stream but for the LP proofs' batches
-    (by window, as the LP stage's), so a sweep spreads them over its workers, cut between
-    windows (``memlens.oracle.batch``)."""
+    (by proof window: ``memlens.oracle.proofs.proof_window``), so a sweep spreads them over
+    its workers, cut between proof windows (``memlens.oracle.batch``)."""
     out = []
     with silenced(settings.solver_log):
         t0 = time.perf_counter()
         models = {s: build_model(trace, s, budget, demand_fetch) for s in streams}
         build_s = (time.perf_counter() - t0) / max(len(streams), 1)
-        proven = proven_optimal(models, dict(zip(streams, lowers, strict=True)),
-                                settings.cut_rounds, settings.batch_streams)  # fmt: skip
+        settled = settle(models, dict(zip(streams, lowers, strict=True)), settings.cut_rounds,
+                         proof_window(settings.batch_streams))  # fmt: skip
+        proven, improvable = settled.proven, settled.improvable
         for s, lower in zip(streams, lowers, strict=True):
             model, t1 = models[s], time.perf_counter()
             if s in proven:
                 out.append((s, lower, None, 0, build_s + proven[s]))
                 continue
-            if none_reaches(model, lower + 1, settings.milp_node_limit):
+            # a stream with a schedule planning lower + 1 has no proof for HiGHS to find
+            if s not in improvable and _none_reaches(model, settled.lps.get(s), lower + 1,
+                                                     settings.milp_node_limit):  # fmt: skip
                 out.append((s, lower, None, 0, build_s + time.perf_counter() - t1))
                 continue
+            t1 -= improvable.get(s, 0.0)
             exact, dual_bound = milp_schedule(model, settings.milp_node_limit)
             pairs, planned = None, 0
             if exact is not None and schedule_load_ok(model, exact):
                 pairs, planned = keep_pairs(model, exact), model.planned_hits(exact)
             out.append((s, dual_bound, pairs, planned, build_s + time.perf_counter() - t1))
     return out
+
+
+def _none_reaches(model, lp, hits: int, node_limit: int) -> bool:
+    """HiGHS's feasibility problem for ``hits``: on the stream's cut chain-form LP from the
+    proofs' rounds where there is one (``bounds.none_reaches_chain``), else on its model."""
+    if lp is not None:
+        return none_reaches_chain(lp, hits, node_limit)
+    return none_reaches(model, hits, node_limit)
 
 
 def apply_closed(trace: Trace, result: OracleResult, closed: list[tuple]) -> OracleResult:

@@ -67,3 +67,44 @@ def test_chunked_presolve_equals_one_piece(many_streams, tmp_path, monkeypatch):
         ]
         for pa, pb in zip(a.plans, b.plans, strict=True):
             np.testing.assert_array_equal(pa, pb)
+
+
+@pytest.fixture(scope="module")
+def more_streams(tmp_path_factory):
+    path = tmp_path_factory.mktemp("chunks") / "agent40.jsonl"
+    write_trace(path, generate("agent", streams=40, events_per_stream=150, seed=34),
+                header={"generator": "agent"})  # fmt: skip
+    return str(path), load_trace(str(path))
+
+
+def test_the_integer_programs_pieces_keep_each_proof_window_whole(more_streams, tmp_path,
+                                                                  monkeypatch):  # fmt: skip
+    """The second round's pieces (``close_gaps`` batches its LP proofs by proof window) never
+    split a proof window, and the result is the one-piece solve's."""
+    from memlens.oracle.proofs import proof_window
+
+    path, trace = more_streams
+    settings = OracleSettings(cache_dir=str(tmp_path / "oracle"), batch_streams=1)
+    window = proof_window(settings.batch_streams)
+    assert window < trace.n_streams  # more than one proof window
+    pieces = []
+
+    def recorded(fn, tasks, n_workers, progress=None, label=""):
+        for i, task in enumerate(tasks):
+            if fn is batch._close_chunk:
+                pieces.append(task[5])
+            yield i, fn(task)
+
+    monkeypatch.setattr(batch, "run_parallel", recorded)
+    clear_memo()
+    batch.presolve({path: trace}, False, [256], False, settings, 2)
+    chunked = solve(trace, 256, False, settings)
+    clear_memo()
+    whole = solve(trace, 256, False, OracleSettings(cache=False, batch_streams=1))
+    clear_memo()
+    assert len(pieces) >= 2
+    owners = [{s // window for s in p} for p in pieces]
+    assert all(not (a & b) for i, a in enumerate(owners) for b in owners[i + 1 :])
+    assert [dataclasses.replace(s, solve_s=0.0) for s in chunked.streams] == [
+        dataclasses.replace(s, solve_s=0.0) for s in whole.streams
+    ]
