@@ -84,6 +84,7 @@ from memlens.trace.features import (
     type_array,
     unique_texts,
 )
+from memlens.trace.words import count_matrix, text_tokens
 
 _VECTORS_KEY = "_memlens_tfidf_rows"
 _DISTINCT_KEY = "_memlens_tfidf_distinct"
@@ -228,14 +229,10 @@ def tfidf_distinct(distinct: list[str], copies: np.ndarray):
     there is no vocabulary.  The document frequencies count every copy, so each row is the
     very row (bit for bit) the vectoriser gives that text among all the copies, for a third
     (on a generated agent trace) of the tokenising."""
-    from sklearn.feature_extraction.text import CountVectorizer
     from sklearn.preprocessing import normalize
 
-    if not any(t.strip() for t in distinct):
-        return None
-    try:
-        x = CountVectorizer(dtype=np.float64).fit_transform(distinct).tocsr()
-    except ValueError:  # only stop words / one-letter tokens: no vocabulary
+    x = count_matrix(text_tokens(distinct))  # CountVectorizer's, in one pass
+    if x is None:  # no word of two letters or more anywhere: no vocabulary
         return None
     nnz_row = np.repeat(np.arange(x.shape[0]), np.diff(x.indptr))
     df = np.bincount(x.indices, weights=copies[nnz_row].astype(np.float64), minlength=x.shape[1])
