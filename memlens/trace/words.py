@@ -97,11 +97,24 @@ def _lower(c):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
+def _rehash(word_hash, distinct, size):  # pragma: no cover - compiled
+    """A table of ``size`` slots holding words ``0 .. distinct - 1`` by their hashes."""
+    slot_id = np.full(size, -1, np.int64)
+    for d in range(distinct):
+        j = np.int64(word_hash[d] & np.uint64(size - 1))
+        while slot_id[j] >= 0:
+            j = (j + 1) & (size - 1)
+        slot_id[j] = d
+    return slot_id
+
+
+@njit(cache=True, nogil=True)
 def _ascii_words(a):  # pragma: no cover - compiled
     """Words (runs of two or more ``[0-9A-Za-z_]``, compared lower-cased) of NUL-separated
     ASCII texts: per word its number (distinct words numbered in first-seen order) and its
     text; per distinct word the span of its first occurrence.  Distinct words are found with
-    an open-addressing table keyed by a 64-bit FNV-1a hash and checked byte for byte."""
+    an open-addressing table keyed by a 64-bit FNV-1a hash and checked byte for byte (kept
+    at most half full, so that it stays small while most words are repeats)."""
     n = a.shape[0]
     count = 0
     k = 0
@@ -114,11 +127,9 @@ def _ascii_words(a):  # pragma: no cover - compiled
                 count += 1
         else:
             k += 1
-    size = 16
-    while size < 2 * count:
-        size *= 2
+    size = 1 << 12  # doubled while more than half full: the table stays in the cache
     slot_id = np.full(size, -1, np.int64)
-    slot_hash = np.zeros(size, np.uint64)
+    word_hash = np.empty(count, np.uint64)
     ids = np.empty(count, np.int64)
     text = np.empty(count, np.int64)
     first_start = np.empty(count, np.int64)
@@ -149,13 +160,16 @@ def _ascii_words(a):  # pragma: no cover - compiled
             d = slot_id[j]
             if d < 0:  # a new word
                 slot_id[j] = distinct
-                slot_hash[j] = h
+                word_hash[distinct] = h
                 first_start[distinct] = s
                 first_end[distinct] = k
                 d = distinct
                 distinct += 1
+                if 2 * distinct > size:
+                    size *= 2
+                    slot_id = _rehash(word_hash, distinct, size)
                 break
-            if slot_hash[j] == h and first_end[d] - first_start[d] == k - s:
+            if word_hash[d] == h and first_end[d] - first_start[d] == k - s:
                 same = True
                 p = first_start[d]
                 for q in range(s, k):
