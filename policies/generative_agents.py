@@ -84,7 +84,7 @@ from memlens.trace.features import (
     type_array,
     unique_texts,
 )
-from memlens.trace.words import count_matrix, text_tokens
+from memlens.trace.words import count_matrix, l2_normalize_rows, text_tokens
 
 _VECTORS_KEY = "_memlens_tfidf_rows"
 _DISTINCT_KEY = "_memlens_tfidf_distinct"
@@ -229,8 +229,6 @@ def tfidf_distinct(distinct: list[str], copies: np.ndarray):
     there is no vocabulary.  The document frequencies count every copy, so each row is the
     very row (bit for bit) the vectoriser gives that text among all the copies, for a third
     (on a generated agent trace) of the tokenising."""
-    from sklearn.preprocessing import normalize
-
     x = count_matrix(text_tokens(distinct))  # CountVectorizer's, in one pass
     if x is None:  # no word of two letters or more anywhere: no vocabulary
         return None
@@ -244,7 +242,8 @@ def tfidf_distinct(distinct: list[str], copies: np.ndarray):
     np.log(x.data, x.data)  # sublinear tf
     x.data += 1.0
     x.data *= idf[x.indices]
-    return normalize(x, norm="l2", copy=False)
+    l2_normalize_rows(x)  # sklearn's normalize(x, norm="l2"), without importing it
+    return x
 
 
 #: Per variant: (w_recency, w_importance, w_relevance, recency_decay, recency).

@@ -194,13 +194,12 @@ class TraceContext:
         one bag per distinct text: ``HashingVectorizer(n_features=HASH_FEATURES, binary=True,
         norm=None, alternate_sign=False, stop_words="english")``'s rows with sorted indices,
         each distinct word hashed once (``memlens.trace.words.hashed_bags``)."""
-        from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
         def bag(column: str) -> Bags:
             distinct, inverse = distinct_texts(self.trace, column)
             if not distinct:
                 return Bags(np.zeros(1, np.int64), np.zeros(0, np.int64), inverse)
-            ptr, words = hashed_bags(text_tokens(distinct), HASH_FEATURES, ENGLISH_STOP_WORDS)
+            ptr, words = hashed_bags(text_tokens(distinct), HASH_FEATURES, "english")
             return Bags(ptr, words, inverse)
 
         return bag("item_text"), bag("req_text")

@@ -220,20 +220,131 @@ def count_matrix(tokens: Tokens):
 def hashed_bags(tokens: Tokens, n_features: int, stop_words) -> tuple[np.ndarray, np.ndarray]:
     """``HashingVectorizer(n_features=n_features, binary=True, norm=None,
     alternate_sign=False, stop_words=...)`` of the texts ``tokens`` came from, with sorted
-    indices, as CSR (pointer, word columns): each distinct word is hashed once, by
-    scikit-learn's own ``FeatureHasher``, instead of at every occurrence."""
+    indices, as CSR (pointer, word columns): each distinct word is hashed once
+    (:func:`hashed_columns`) instead of at every occurrence.  ``stop_words``: a set of words,
+    or ``"english"`` for :data:`ENGLISH_STOP_WORDS`."""
     V, n = len(tokens.vocabulary), len(tokens.ptr) - 1
     ptr = np.zeros(n + 1, np.int64)
     if V == 0:
         return ptr, np.zeros(0, np.int64)
-    from sklearn.feature_extraction import FeatureHasher
-
-    hasher = FeatureHasher(n_features=n_features, input_type="string", alternate_sign=False)
-    column = hasher.transform([w] for w in tokens.vocabulary).tocsr()
-    column = column.indices.astype(np.int64)[column.indptr[:-1]]  # one entry per word
-    stop = frozenset(stop_words or ())
+    column = hashed_columns(tokens.vocabulary, n_features)
+    stop = frozenset(ENGLISH_STOP_WORDS if stop_words == "english" else stop_words or ())
     kept = np.fromiter((w not in stop for w in tokens.vocabulary), np.bool_, V)[tokens.ids]
     key = _distinct_sorted(tokens.text_of_word()[kept] * n_features + column[tokens.ids[kept]])[0]
     rows, words = np.divmod(key, n_features)
     np.cumsum(np.bincount(rows, minlength=n), out=ptr[1:])
     return ptr, words
+
+
+#: scikit-learn's ``ENGLISH_STOP_WORDS`` (``sklearn.feature_extraction.text``, 318 words; the
+#: test checks they are the same), here so that a replay never imports scikit-learn
+ENGLISH_STOP_WORDS = frozenset(
+    """
+a about above across after afterwards again against all almost alone along already also
+although always am among amongst amoungst amount an and another any anyhow anyone anything
+anyway anywhere are around as at back be became because become becomes becoming been before
+beforehand behind being below beside besides between beyond bill both bottom but by call can
+cannot cant co con could couldnt cry de describe detail do done down due during each eg
+eight either eleven else elsewhere empty enough etc even ever every everyone everything
+everywhere except few fifteen fifty fill find fire first five for former formerly forty
+found four from front full further get give go had has hasnt have he hence her here
+hereafter hereby herein hereupon hers herself him himself his how however hundred i ie if in
+inc indeed interest into is it its itself keep last latter latterly least less ltd made many
+may me meanwhile might mill mine more moreover most mostly move much must my myself name
+namely neither never nevertheless next nine no nobody none noone nor not nothing now nowhere
+of off often on once one only onto or other others otherwise our ours ourselves out over own
+part per perhaps please put rather re same see seem seemed seeming seems serious several she
+should show side since sincere six sixty so some somehow someone something sometime
+sometimes somewhere still such system take ten than that the their them themselves then
+thence there thereafter thereby therefore therein thereupon these they thick thin third this
+those though three through throughout thru thus to together too top toward towards twelve
+twenty two un under until up upon us very via was we well were what whatever when whence
+whenever where whereafter whereas whereby wherein whereupon wherever whether which while
+whither who whoever whole whom whose why will with within without would yet you your yours
+yourself yourselves
+""".split()
+)
+
+
+def hashed_columns(words: list[str], n_features: int) -> np.ndarray:
+    """The column scikit-learn's ``FeatureHasher(n_features, input_type="string")`` (and so
+    ``HashingVectorizer``) gives each word: ``abs(murmurhash3_32(utf-8 bytes, seed 0))
+    % n_features``, with its case for the hash -2**31, computed here without scikit-learn."""
+    data = "".join(words).encode("utf-8") if words else b""
+    if len(data) != sum(map(len, words)):  # not all ASCII: each word's own byte length
+        encoded = [w.encode("utf-8") for w in words]
+        data = b"".join(encoded)
+        lengths = np.fromiter(map(len, encoded), np.int64, len(words))
+    else:
+        lengths = np.fromiter(map(len, words), np.int64, len(words))
+    offsets = np.zeros(len(words) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    h = _murmur3_32(np.frombuffer(data, np.uint8), offsets).astype(np.int64)
+    out = np.abs(h) % n_features
+    out[h == -(2**31)] = (2**31 - 1 - (n_features - 1)) % n_features
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _murmur3_32(data, offsets):  # pragma: no cover - compiled
+    """MurmurHash3 x86 32-bit (Austin Appleby's ``MurmurHash3_x86_32``, seed 0) of each
+    span of ``data``, as a signed 32-bit integer (scikit-learn's ``murmurhash3_32``)."""
+    n = offsets.shape[0] - 1
+    out = np.empty(n, np.int32)
+    c1, c2, m32 = np.uint32(0xCC9E2D51), np.uint32(0x1B873593), np.uint32(0xFFFFFFFF)
+    for i in range(n):
+        s, e = offsets[i], offsets[i + 1]
+        length = e - s
+        h = np.uint32(0)
+        nblocks = length // 4
+        for b in range(nblocks):
+            q = s + 4 * b
+            k = (np.uint32(data[q]) | (np.uint32(data[q + 1]) << np.uint32(8))
+                 | (np.uint32(data[q + 2]) << np.uint32(16)) | (np.uint32(data[q + 3]) << np.uint32(24)))  # fmt: skip
+            k = np.uint32((k * c1) & m32)
+            k = np.uint32(((k << np.uint32(15)) | (k >> np.uint32(17))) & m32)
+            k = np.uint32((k * c2) & m32)
+            h = np.uint32(h ^ k)
+            h = np.uint32(((h << np.uint32(13)) | (h >> np.uint32(19))) & m32)
+            h = np.uint32((h * np.uint32(5) + np.uint32(0xE6546B64)) & m32)
+        tail = s + 4 * nblocks
+        k = np.uint32(0)
+        rest = length & 3
+        if rest >= 3:
+            k = np.uint32(k ^ (np.uint32(data[tail + 2]) << np.uint32(16)))
+        if rest >= 2:
+            k = np.uint32(k ^ (np.uint32(data[tail + 1]) << np.uint32(8)))
+        if rest >= 1:
+            k = np.uint32(k ^ np.uint32(data[tail]))
+            k = np.uint32((k * c1) & m32)
+            k = np.uint32(((k << np.uint32(15)) | (k >> np.uint32(17))) & m32)
+            k = np.uint32((k * c2) & m32)
+            h = np.uint32(h ^ k)
+        h = np.uint32(h ^ np.uint32(length))
+        h = np.uint32(h ^ (h >> np.uint32(16)))
+        h = np.uint32((h * np.uint32(0x85EBCA6B)) & m32)
+        h = np.uint32(h ^ (h >> np.uint32(13)))
+        h = np.uint32((h * np.uint32(0xC2B2AE35)) & m32)
+        h = np.uint32(h ^ (h >> np.uint32(16)))
+        out[i] = np.int32(h)
+    return out
+
+
+def l2_normalize_rows(x) -> None:
+    """``sklearn.preprocessing.normalize(x, norm="l2", copy=False)`` of a CSR matrix, in
+    place: each row divided by the square root of its squares summed in entry order (a row
+    of zeros left as it is), the loop of scikit-learn's ``inplace_csr_row_normalize_l2``."""
+    _l2_rows(x.data, np.asarray(x.indptr, np.int64))
+
+
+@njit(cache=True, nogil=True)
+def _l2_rows(data, indptr):  # pragma: no cover - compiled
+    for i in range(indptr.shape[0] - 1):
+        total = 0.0
+        for j in range(indptr[i], indptr[i + 1]):
+            total += data[j] * data[j]
+        if total == 0.0:
+            continue
+        total = np.sqrt(total)
+        for j in range(indptr[i], indptr[i + 1]):
+            data[j] /= total

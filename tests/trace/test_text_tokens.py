@@ -10,13 +10,18 @@ import re
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
-from sklearn.feature_extraction.text import (
-    ENGLISH_STOP_WORDS,
-    CountVectorizer,
-    HashingVectorizer,
-)
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS as SKLEARN_STOP_WORDS
+from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer
 
-from memlens.trace.words import TOKEN_PATTERN, count_matrix, hashed_bags, text_tokens
+from memlens.trace.words import (
+    ENGLISH_STOP_WORDS,
+    TOKEN_PATTERN,
+    count_matrix,
+    hashed_bags,
+    hashed_columns,
+    l2_normalize_rows,
+    text_tokens,
+)
 
 # cased and uncased scripts, final sigma, a dotted capital I (lower-cases to two characters),
 # NULs inside a text, digits, underscores, stop words, one-letter words, empty texts
@@ -61,7 +66,7 @@ def test_count_matrix_is_count_vectorizers(docs):
 
 @given(st.one_of(texts, no_nul, ascii_texts), st.sampled_from([8, 1 << 20]))
 def test_hashed_bags_are_hashing_vectorizers(docs, n_features):
-    ptr, words = hashed_bags(text_tokens(docs), n_features, ENGLISH_STOP_WORDS)
+    ptr, words = hashed_bags(text_tokens(docs), n_features, "english")
     if not docs:
         assert ptr.tolist() == [0] and len(words) == 0
         return
@@ -72,3 +77,40 @@ def test_hashed_bags_are_hashing_vectorizers(docs, n_features):
     assert np.array_equal(ptr, m.indptr.astype(np.int64))
     assert np.array_equal(words, m.indices.astype(np.int64))
     assert ptr.dtype == words.dtype == np.int64
+
+
+@given(st.lists(st.text(max_size=9), max_size=20), st.sampled_from([1, 7, 1 << 20, 2**31 - 1]))
+def test_hashed_columns_are_feature_hashers(words, n_features):
+    """MurmurHash3 computed here, for any text (every length modulo 4, any code point), gives
+    the columns of scikit-learn's own ``FeatureHasher``."""
+    from sklearn.feature_extraction import FeatureHasher
+    from sklearn.utils import murmurhash3_32
+
+    got = hashed_columns(words, n_features)
+    want = [abs(murmurhash3_32(w, 0)) % n_features if murmurhash3_32(w, 0) != -(2**31)
+            else (2**31 - 1 - (n_features - 1)) % n_features for w in words]  # fmt: skip
+    assert got.tolist() == want
+    if words:
+        hasher = FeatureHasher(n_features=n_features, input_type="string", alternate_sign=False)
+        m = hasher.transform([[w] for w in words]).tocsr()
+        assert got.tolist() == m.indices.tolist()
+
+
+def test_stop_words_are_scikit_learns():
+    assert ENGLISH_STOP_WORDS == SKLEARN_STOP_WORDS
+
+
+@given(
+    st.lists(st.lists(st.floats(-1e6, 1e6, allow_nan=False), max_size=5), min_size=1, max_size=8)
+)
+def test_l2_rows_are_sklearns_normalize(rows):
+    from scipy import sparse
+    from sklearn.preprocessing import normalize
+
+    indptr = np.cumsum([0] + [len(r) for r in rows])
+    data = np.asarray([v for r in rows for v in r], np.float64)
+    x = sparse.csr_matrix((data, np.concatenate([np.arange(len(r)) for r in rows] or [[]]).astype(np.int32),
+                           indptr), shape=(len(rows), 5))  # fmt: skip
+    want = normalize(x.copy(), norm="l2", copy=False)
+    l2_normalize_rows(x)
+    assert np.array_equal(x.data, want.data)
