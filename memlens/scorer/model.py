@@ -140,71 +140,82 @@ MAX_PASS_BUDGETS = 16
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _forest_raw_budgets(X, moved, slot, values, tier_value, roots, feature, threshold, child,
-                        default_left, missing, leaf_value):  # fmt: skip
+def _forest_raw_budgets(X, moved, slot, values, tier_value, varies, roots, feature, threshold,
+                        child, default_left, missing, leaf_value):  # fmt: skip
     """``_forest_raw_pair`` at K budgets in one walk of each tree per row.
 
     ``values[k, r, j]``: budget ``k``'s value of the ``j``-th budget column of row ``r``;
     ``slot[f]``: ``j`` for a budget column ``f``, -1 for one no budget changes, -2 for the
     tier column (read as ``tier_value`` in the rows where ``moved``, for the "as missed"
-    scores).  Scenario ``k`` is budget ``k`` in place, ``K + k`` the same as missed.  The
-    scenarios walk a tree together, as a bit mask, and part only where a node reads a column
-    they see differently; each scenario's sum still adds the leaf it reaches in every tree, in
-    tree order, so every score is ``_forest_raw_pair``'s at that budget, bit for bit."""
+    scores); ``varies[t]``: whether tree ``t`` reads any of them.  Scenario ``k`` is budget
+    ``k`` in place, ``K + k`` the same as missed.  The scenarios walk a tree together, as a
+    bit mask, and part only where a node reads a column they see differently; each
+    scenario's sum still adds the leaf it reaches in every tree, in tree order, so every score
+    is ``_forest_raw_pair``'s at that budget, bit for bit."""
     n, K = X.shape[0], values.shape[0]
-    main = np.zeros((K, n))
-    miss = np.zeros((K, n))
-    for r in numba.prange(n):
-        S = 2 * K if moved[r] else K
-        stack_node = np.empty(2 * S + 64, np.int64)
-        stack_mask = np.empty(2 * S + 64, np.int64)
-        for t in range(roots.shape[0]):
-            stack_node[0] = roots[t]
-            stack_mask[0] = (1 << S) - 1
-            top = 1
-            while top > 0:
-                top -= 1
-                node, mask = stack_node[top], stack_mask[top]
-                while node >= 0:
-                    f = feature[node]
-                    j = slot[f]
-                    if j == -1:
-                        go = _right(X[r, f], node, threshold, default_left, missing)
-                        node = child[2 * node + (1 if go else 0)]
-                        continue
-                    left_mask = 0
-                    right_mask = 0
+    main = np.empty((K, n))
+    miss = np.empty((K, n))
+    n_chunks = (n + _CHUNK - 1) // _CHUNK
+    for c in numba.prange(n_chunks):
+        acc = np.empty(2 * K)
+        stack_node = np.empty(2 * K + 1, np.int64)
+        stack_mask = np.empty(2 * K + 1, np.int64)
+        for r in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
+            S = 2 * K if moved[r] else K
+            acc[:S] = 0.0
+            for t in range(roots.shape[0]):
+                if not varies[t]:  # every scenario reaches the same leaf
+                    v = leaf_value[_leaf(X, r, roots[t], -1, 0.0, feature, threshold, child,
+                                         default_left, missing)]  # fmt: skip
                     for s in range(S):
-                        bit = 1 << s
-                        if mask & bit:
-                            if j == -2:
-                                x = tier_value if s >= K else X[r, f]
-                            else:
-                                x = values[s % K, r, j]
-                            if _right(x, node, threshold, default_left, missing):
-                                right_mask |= bit
-                            else:
-                                left_mask |= bit
-                    if left_mask and right_mask:  # the scenarios part: one goes on later
-                        stack_node[top] = child[2 * node + 1]
-                        stack_mask[top] = right_mask
-                        top += 1
-                        node, mask = child[2 * node], left_mask
-                    elif right_mask:
-                        node = child[2 * node + 1]
-                    else:
-                        node = child[2 * node]
-                v = leaf_value[-node - 1]
-                for s in range(S):
-                    if mask & (1 << s):
-                        if s < K:
-                            main[s, r] += v
+                        acc[s] += v
+                    continue
+                stack_node[0] = roots[t]
+                stack_mask[0] = (1 << S) - 1
+                top = 1
+                while top > 0:
+                    top -= 1
+                    node, mask = stack_node[top], stack_mask[top]
+                    while node >= 0:
+                        f = feature[node]
+                        j = slot[f]
+                        if j == -1:
+                            go = _right(X[r, f], node, threshold, default_left, missing)
+                            node = child[2 * node + (1 if go else 0)]
+                            continue
+                        left_mask = 0
+                        right_mask = 0
+                        for s in range(S):
+                            bit = 1 << s
+                            if mask & bit:
+                                if j == -2:
+                                    x = tier_value if s >= K else X[r, f]
+                                else:
+                                    x = values[s % K, r, j]
+                                if _right(x, node, threshold, default_left, missing):
+                                    right_mask |= bit
+                                else:
+                                    left_mask |= bit
+                        if left_mask and right_mask:  # the scenarios part: one goes on later
+                            stack_node[top] = child[2 * node + 1]
+                            stack_mask[top] = right_mask
+                            top += 1
+                            node, mask = child[2 * node], left_mask
+                        elif right_mask:
+                            node = child[2 * node + 1]
                         else:
-                            miss[s - K, r] += v
-        if not moved[r]:
+                            node = child[2 * node]
+                    v = leaf_value[-node - 1]
+                    for s in range(S):
+                        if mask & (1 << s):
+                            acc[s] += v
             for k in range(K):
-                miss[k, r] = main[k, r]
+                main[k, r] = acc[k]
+                miss[k, r] = acc[K + k] if moved[r] else acc[k]
     return main, miss
+
+
+_CHUNK = 4096  # rows per task of ``_forest_raw_budgets`` (its scratch is allocated per task)
 
 
 @dataclass
@@ -318,10 +329,13 @@ class CompiledForest:
         slot[int(column)] = -2
         slot[np.asarray(columns, np.int64)] = np.arange(len(columns))
         moved = np.asarray(moved, np.bool_)
+        varies = self.splits_on(int(column))
+        for f in columns:
+            varies |= self.splits_on(int(f))
         mains, misses = [], []
         for a in range(0, K, MAX_PASS_BUDGETS):
             main, miss = _forest_raw_budgets(X, moved, slot, values[a : a + MAX_PASS_BUDGETS],
-                                             float(value), self.roots, self.feature,
+                                             float(value), varies, self.roots, self.feature,
                                              self.threshold, self.children, self.default_left,
                                              self.missing, self.leaf_value)  # fmt: skip
             mains.append(main)
