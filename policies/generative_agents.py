@@ -253,6 +253,9 @@ VARIANT_DEFAULTS = {"paper": (1.0, 1.0, 1.0, 0.995, "hours"), "code": (0.5, 2.0,
 @compiled_kernel("memlens.kernels.generative_agents:replay")
 class GenerativeAgents(ScanPolicy):
     name = "generative_agents"
+    #: A sweep hands its batch out early (``memlens.runs.sweep.job_batches``): the TF-IDF
+    #: vectors and importances of every item made it about half the learned scorer's batch.
+    sweep_weight = 4.0
     #: relevance is TF-IDF with document frequencies over every item of the trace (or an
     #: embedding fitted on every text of it)
     stream_local = False

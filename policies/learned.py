@@ -243,6 +243,10 @@ def log_sigmoid(raw: np.ndarray) -> np.ndarray:
 @compiled_kernel("memlens.kernels.learned:replay")
 class LearnedScorer(Policy):
     name = "learned"
+    #: A sweep hands its batch out first (``memlens.runs.sweep.job_batches``): the features of
+    #: every anchor and the forest at every budget made its batch as long as the other nine
+    #: policies' together on the 5,800-stream benchmark (issue 34).
+    sweep_weight = 8.0
 
     #: The class's anchor table and batch keys, for its compiled kernel (memlens/kernels/learned.py).
     anchor_table = staticmethod(anchor_table)
