@@ -48,6 +48,25 @@ def test_content_features_per_distinct_text_equal_the_features_of_every_text(ite
 ODD_WORDS = ["a\x00b", "\x00", "Größe", "Ünïcode", "—", "错误 error", "FINAL", "x"]
 
 
+@given(st.lists(st.lists(st.sampled_from(ODD_WORDS + WORDS), max_size=4).map(" ".join),
+                min_size=1, max_size=30))  # fmt: skip
+def test_distinct_texts_of_a_packed_column_equal_unique_texts_of_the_decoded_ones(item_texts):
+    """A loaded trace's text columns are deduplicated on their UTF-8 bytes (once for the
+    content features and the distinct texts): the same distinct texts, in first-seen order,
+    and the same inverse as ``unique_texts`` of the decoded column."""
+    from memlens.trace.features import distinct_texts
+
+    tr = trace_of(item_texts, item_texts[::-1])
+    content_features(tr)  # deduplicates the items' bytes first, as a sweep worker does
+    for column in ("item_text", "req_text"):
+        texts = getattr(tr, column)
+        assert isinstance(texts, PackedStrings)
+        distinct, inverse = distinct_texts(tr, column)
+        want, want_inverse = unique_texts(list(texts))
+        assert distinct == want
+        assert np.array_equal(inverse, want_inverse) and inverse.dtype == want_inverse.dtype
+
+
 @given(st.lists(st.lists(st.sampled_from(ODD_WORDS), max_size=4).map(" ".join), min_size=1,
                 max_size=10))  # fmt: skip
 def test_content_features_from_packed_bytes_equal_those_of_the_decoded_texts(item_texts):
