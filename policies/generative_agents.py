@@ -84,6 +84,7 @@ from memlens.trace.features import (
     type_array,
     unique_texts,
 )
+from memlens.trace.words import count_matrix, l2_normalize_rows, text_tokens
 
 _VECTORS_KEY = "_memlens_tfidf_rows"
 _DISTINCT_KEY = "_memlens_tfidf_distinct"
@@ -228,14 +229,8 @@ def tfidf_distinct(distinct: list[str], copies: np.ndarray):
     there is no vocabulary.  The document frequencies count every copy, so each row is the
     very row (bit for bit) the vectoriser gives that text among all the copies, for a third
     (on a generated agent trace) of the tokenising."""
-    from sklearn.feature_extraction.text import CountVectorizer
-    from sklearn.preprocessing import normalize
-
-    if not any(t.strip() for t in distinct):
-        return None
-    try:
-        x = CountVectorizer(dtype=np.float64).fit_transform(distinct).tocsr()
-    except ValueError:  # only stop words / one-letter tokens: no vocabulary
+    x = count_matrix(text_tokens(distinct))  # CountVectorizer's, in one pass
+    if x is None:  # no word of two letters or more anywhere: no vocabulary
         return None
     nnz_row = np.repeat(np.arange(x.shape[0]), np.diff(x.indptr))
     df = np.bincount(x.indices, weights=copies[nnz_row].astype(np.float64), minlength=x.shape[1])
@@ -247,7 +242,8 @@ def tfidf_distinct(distinct: list[str], copies: np.ndarray):
     np.log(x.data, x.data)  # sublinear tf
     x.data += 1.0
     x.data *= idf[x.indices]
-    return normalize(x, norm="l2", copy=False)
+    l2_normalize_rows(x)  # sklearn's normalize(x, norm="l2"), without importing it
+    return x
 
 
 #: Per variant: (w_recency, w_importance, w_relevance, recency_decay, recency).
@@ -257,6 +253,9 @@ VARIANT_DEFAULTS = {"paper": (1.0, 1.0, 1.0, 0.995, "hours"), "code": (0.5, 2.0,
 @compiled_kernel("memlens.kernels.generative_agents:replay")
 class GenerativeAgents(ScanPolicy):
     name = "generative_agents"
+    #: A sweep hands its batch out early (``memlens.runs.sweep.job_batches``): the TF-IDF
+    #: vectors and importances of every item made it about half the learned scorer's batch.
+    sweep_weight = 4.0
     #: relevance is TF-IDF with document frequencies over every item of the trace (or an
     #: embedding fitted on every text of it)
     stream_local = False

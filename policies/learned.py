@@ -138,7 +138,8 @@ class AnchorTable:
     def raw_blocks(self, forest: CompiledForest, budgets: list[int]) -> dict[int, tuple]:
         """``raw`` of a compiled model at each of ``budgets``: the features are built for a
         block of anchors at a time (each row depends on its own anchor only) and scored at
-        every budget, in place and as missed in one pass (``CompiledForest.raw_pair``)."""
+        every budget, in place and as missed, in one pass over the trees
+        (``CompiledForest.raw_budgets``: only the budget columns differ between budgets)."""
         pts, n = self.points, len(self.points)
         out = {int(b): (np.empty(n), np.empty(n)) for b in budgets}
         self.seen = RangeTracker(len(FEATURE_NAMES))  # what the bundled model's check reads
@@ -148,10 +149,15 @@ class AnchorTable:
             s = slice(a, min(n, a + FEATURE_BLOCK))
             X = (self.X[s] if "X" in self.__dict__
                  else decision_features(self.trace, pts.item[s], pts.event[s], self.tier[s], 1))  # fmt: skip
-            for k, (b, (main, miss)) in enumerate(out.items()):
+            values = np.empty((len(out), len(X), len(BUDGET_COLUMNS)))
+            for k, b in enumerate(out):
                 set_budget(self.trace, pts.item[s], pts.event[s], X, b)
                 self.seen.add(X, None if k == 0 else BUDGET_COLUMNS)  # the rest is as it was
-                main[s], miss[s] = forest.raw_pair(X, moved[s], COLUMN["tier"], TIER_LOWER)
+                values[k] = X[:, BUDGET_COLUMNS]
+            mains, misses = forest.raw_budgets(X, moved[s], COLUMN["tier"], TIER_LOWER,
+                                               BUDGET_COLUMNS, values)  # fmt: skip
+            for k, (main, miss) in enumerate(out.values()):
+                main[s], miss[s] = mains[k], misses[k]
         return out
 
 
@@ -237,6 +243,10 @@ def log_sigmoid(raw: np.ndarray) -> np.ndarray:
 @compiled_kernel("memlens.kernels.learned:replay")
 class LearnedScorer(Policy):
     name = "learned"
+    #: A sweep hands its batch out first (``memlens.runs.sweep.job_batches``): the features of
+    #: every anchor and the forest at every budget made its batch as long as the other nine
+    #: policies' together on the 5,800-stream benchmark (issue 34).
+    sweep_weight = 8.0
 
     #: The class's anchor table and batch keys, for its compiled kernel (memlens/kernels/learned.py).
     anchor_table = staticmethod(anchor_table)

@@ -113,6 +113,8 @@ def kernel_stage(policy, demand_fetch: bool, seed: int) -> Stage | None:
     sources = ["kernels", "trace/model.py", "simulator.py"]
     if target.startswith("memlens.kernels.learned:"):
         sources.append("scorer")
+    if target.startswith(("memlens.kernels.learned:", "memlens.kernels.generative_agents:")):
+        sources.append("trace/words.py")  # their preparation's compiled words, hashes, norms
     return Stage(getattr(policy, "name", type(policy).__name__), tuple(sources), run)
 
 

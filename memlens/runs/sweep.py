@@ -165,11 +165,18 @@ def run_batch(jobs: list[Job]) -> list[tuple[Report | None, str | None]]:
                 del trace.__dict__[key]
 
 
-def job_batches(jobs: list[Job], n_workers: int) -> list[list[int]]:
+def job_batches(jobs: list[Job], n_workers: int,
+                weights: dict[str, float] | None = None) -> list[list[int]]:  # fmt: skip
     """Indices of ``jobs`` in batches of one (trace, policy) each, so that a worker builds a
     policy's per-trace preparation (content features, TF-IDF vectors, the learned scorer's
     anchor table: cached on the trace) once for all its budgets; the largest batches are
-    halved while there are fewer batches than workers.  Results do not depend on it."""
+    halved while there are fewer batches than workers.
+
+    The batches are handed out heaviest first (longest processing time first: a worker that
+    is free takes the next), their weight the jobs' count times their policy's ``weights``
+    (default 1; :func:`batch_weights`), ties in job order: a learned scorer's batch listed last
+    would otherwise start when the other workers are nearly done.  Results do not depend on
+    it (they are put back in job order)."""
     groups: dict[tuple[str, str], list[int]] = {}
     for i, job in enumerate(jobs):
         groups.setdefault((job.settings.trace, job.policy_name), []).append(i)
@@ -178,18 +185,27 @@ def job_batches(jobs: list[Job], n_workers: int) -> list[list[int]]:
         big = max(batches, key=len)
         batches.remove(big)
         batches += [big[: len(big) // 2], big[len(big) // 2 :]]
-    return batches
+    weight = weights or {}
+    return sorted(batches, key=lambda b: -len(b) * weight.get(jobs[b[0]].policy_name, 1.0))
 
 
-def compile_before_fan_out(settings: CommonConfig, todo: list[Job]) -> dict[str, list[str]]:
+def batch_weights(policies: dict[str, object]) -> dict[str, float]:
+    """Per policy name, how much heavier a job of it is than a plain one: the policy's
+    ``sweep_weight`` (a class attribute; 1 when absent), for :func:`job_batches`' order."""
+    return {name: float(getattr(p, "sweep_weight", 1.0)) for name, p in policies.items()}
+
+
+def compile_before_fan_out(settings: CommonConfig, todo: list[Job],
+                           built: dict[str, object] | None = None) -> dict[str, list[str]]:  # fmt: skip
     """Compile the kernels of the jobs' policies in this process, before any worker starts
     (``memlens.kernels.warm``), so that the workers load them from numba's cache instead of
     each compiling its own; nothing when a pre-flight check or an earlier run did it.
-    Returns per policy name the stages its jobs needed (what their ``compile_s`` sums)."""
+    Returns per policy name the stages its jobs needed (what their ``compile_s`` sums);
+    ``built`` (if given) receives each policy as built here."""
     from memlens.kernels.warm import stage_labels
     from memlens.runs.preflight import warm_kernels
 
-    built = {}
+    built = {} if built is None else built
     for job in todo:
         if job.policy_name not in built:
             built[job.policy_name] = build_policy(job.settings.policy)
@@ -256,8 +272,9 @@ def execute(settings: CompareConfig, jobs: list[Job], parent=None, resumable: bo
         sweep.workers = workers(settings.n_jobs, len(todo), total, settings.parallel_min_events)
     if sweep.workers > 1 or settings.backend == "ray":  # the jobs parse their own copies
         forget_traces()
-    stages = compile_before_fan_out(settings, todo)
-    batches = job_batches(todo, sweep.workers)
+    policies: dict[str, object] = {}
+    stages = compile_before_fan_out(settings, todo, policies)
+    batches = job_batches(todo, sweep.workers, batch_weights(policies))
     results = run_parallel(run_batch, [[todo[i] for i in b] for b in batches], sweep.workers,
                            settings.progress, "job batches", settings.backend)  # fmt: skip
     done_jobs = ((i, r) for b, rs in results for i, r in zip(batches[b], rs, strict=True))

@@ -39,6 +39,7 @@ from memlens.trace.features import (
     type_array,
 )
 from memlens.trace.model import ANNOTATE, ITEM_TYPES, PIN, REQUEST, UNPIN, WRITE, Trace
+from memlens.trace.words import hashed_bags, text_tokens
 
 FEATURE_NAMES = (
     "type",  # item type code (memlens.trace.model.ITEM_TYPES)
@@ -190,19 +191,16 @@ class TraceContext:
     @cached_property
     def bags(self) -> tuple[Bags, Bags]:
         """Hashed binary bags of words (items, requests): the similarity features' input,
-        one bag per distinct text."""
-        from sklearn.feature_extraction.text import HashingVectorizer
-
-        vec = HashingVectorizer(n_features=HASH_FEATURES, binary=True, norm=None,
-                                alternate_sign=False, stop_words="english", dtype=np.float64)  # fmt: skip
+        one bag per distinct text: ``HashingVectorizer(n_features=HASH_FEATURES, binary=True,
+        norm=None, alternate_sign=False, stop_words="english")``'s rows with sorted indices,
+        each distinct word hashed once (``memlens.trace.words.hashed_bags``)."""
 
         def bag(column: str) -> Bags:
             distinct, inverse = distinct_texts(self.trace, column)
             if not distinct:
                 return Bags(np.zeros(1, np.int64), np.zeros(0, np.int64), inverse)
-            m = vec.transform(distinct).tocsr()
-            m.sort_indices()
-            return Bags(m.indptr.astype(np.int64), m.indices.astype(np.int64), inverse)
+            ptr, words = hashed_bags(text_tokens(distinct), HASH_FEATURES, "english")
+            return Bags(ptr, words, inverse)
 
         return bag("item_text"), bag("req_text")
 

@@ -123,6 +123,101 @@ def _forest_raw_pair(X, moved, column, value, splits_on, roots, feature, thresho
     return main, other
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _right(x, node, threshold, default_left, missing):
+    """Whether a row reading ``x`` at ``node`` goes right: ``_leaf``'s rule, for one value."""
+    m = missing[node]
+    if np.isnan(x) and m != 2:
+        x = 0.0
+    if (m == 1 and -1e-35 <= x <= 1e-35) or (m == 2 and np.isnan(x)):
+        return not default_left[node]
+    return x > threshold[node]
+
+
+#: The most budgets :func:`_forest_raw_budgets` scores in one pass (two scenarios each, one bit
+#: of a 64-bit mask per scenario).
+MAX_PASS_BUDGETS = 16
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _forest_raw_budgets(X, moved, slot, values, tier_value, varies, roots, feature, threshold,
+                        child, default_left, missing, leaf_value):  # fmt: skip
+    """``_forest_raw_pair`` at K budgets in one walk of each tree per row.
+
+    ``values[k, r, j]``: budget ``k``'s value of the ``j``-th budget column of row ``r``;
+    ``slot[f]``: ``j`` for a budget column ``f``, -1 for one no budget changes, -2 for the
+    tier column (read as ``tier_value`` in the rows where ``moved``, for the "as missed"
+    scores); ``varies[t]``: whether tree ``t`` reads any of them.  Scenario ``k`` is budget
+    ``k`` in place, ``K + k`` the same as missed.  The scenarios walk a tree together, as a
+    bit mask, and part only where a node reads a column they see differently; each
+    scenario's sum still adds the leaf it reaches in every tree, in tree order, so every score
+    is ``_forest_raw_pair``'s at that budget, bit for bit."""
+    n, K = X.shape[0], values.shape[0]
+    main = np.empty((K, n))
+    miss = np.empty((K, n))
+    n_chunks = (n + _CHUNK - 1) // _CHUNK
+    for c in numba.prange(n_chunks):
+        acc = np.empty(2 * K)
+        stack_node = np.empty(2 * K + 1, np.int64)
+        stack_mask = np.empty(2 * K + 1, np.int64)
+        for r in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
+            S = 2 * K if moved[r] else K
+            acc[:S] = 0.0
+            for t in range(roots.shape[0]):
+                if not varies[t]:  # every scenario reaches the same leaf
+                    v = leaf_value[_leaf(X, r, roots[t], -1, 0.0, feature, threshold, child,
+                                         default_left, missing)]  # fmt: skip
+                    for s in range(S):
+                        acc[s] += v
+                    continue
+                stack_node[0] = roots[t]
+                stack_mask[0] = (1 << S) - 1
+                top = 1
+                while top > 0:
+                    top -= 1
+                    node, mask = stack_node[top], stack_mask[top]
+                    while node >= 0:
+                        f = feature[node]
+                        j = slot[f]
+                        if j == -1:
+                            go = _right(X[r, f], node, threshold, default_left, missing)
+                            node = child[2 * node + (1 if go else 0)]
+                            continue
+                        left_mask = 0
+                        right_mask = 0
+                        for s in range(S):
+                            bit = 1 << s
+                            if mask & bit:
+                                if j == -2:
+                                    x = tier_value if s >= K else X[r, f]
+                                else:
+                                    x = values[s % K, r, j]
+                                if _right(x, node, threshold, default_left, missing):
+                                    right_mask |= bit
+                                else:
+                                    left_mask |= bit
+                        if left_mask and right_mask:  # the scenarios part: one goes on later
+                            stack_node[top] = child[2 * node + 1]
+                            stack_mask[top] = right_mask
+                            top += 1
+                            node, mask = child[2 * node], left_mask
+                        elif right_mask:
+                            node = child[2 * node + 1]
+                        else:
+                            node = child[2 * node]
+                    v = leaf_value[-node - 1]
+                    for s in range(S):
+                        if mask & (1 << s):
+                            acc[s] += v
+            for k in range(K):
+                main[k, r] = acc[k]
+                miss[k, r] = acc[K + k] if moved[r] else acc[k]
+    return main, miss
+
+
+_CHUNK = 4096  # rows per task of ``_forest_raw_budgets`` (its scratch is allocated per task)
+
+
 @dataclass
 class CompiledForest:
     """A binary LightGBM model as flat arrays (children >= 0: internal nodes; < 0: leaf ``-c-1``)."""
@@ -215,6 +310,37 @@ class CompiledForest:
                                 self.splits_on(column), self.roots, self.feature,
                                 self.threshold, self.children, self.default_left,
                                 self.missing, self.leaf_value)  # fmt: skip
+
+    def raw_budgets(self, X, moved: np.ndarray, column: int, value: float,
+                    columns: list[int], values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        """:meth:`raw_pair` at several budgets in one pass: row ``k`` of each result is
+        ``raw_pair`` of ``X`` with ``X[:, columns]`` set to ``values[k]`` (shape (K, n,
+        len(columns))).  A row's trees are walked once for every budget together, apart only
+        below the nodes that read ``columns`` or ``column``: the same leaves, added in the
+        same order, as one ``raw_pair`` per budget."""
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        values = np.ascontiguousarray(values, dtype=np.float64)
+        K, n = values.shape[0], X.shape[0]
+        if values.shape[1:] != (n, len(columns)):
+            raise ValueError(f"values must be (budgets, {n}, {len(columns)}), got {values.shape}")
+        if len(self.roots) == 0 or K == 0:
+            return np.zeros((K, n)), np.zeros((K, n))
+        slot = np.full(max(X.shape[1], int(self.feature.max(initial=-1)) + 1), -1, np.int64)
+        slot[int(column)] = -2
+        slot[np.asarray(columns, np.int64)] = np.arange(len(columns))
+        moved = np.asarray(moved, np.bool_)
+        varies = self.splits_on(int(column))
+        for f in columns:
+            varies |= self.splits_on(int(f))
+        mains, misses = [], []
+        for a in range(0, K, MAX_PASS_BUDGETS):
+            main, miss = _forest_raw_budgets(X, moved, slot, values[a : a + MAX_PASS_BUDGETS],
+                                             float(value), varies, self.roots, self.feature,
+                                             self.threshold, self.children, self.default_left,
+                                             self.missing, self.leaf_value)  # fmt: skip
+            mains.append(main)
+            misses.append(miss)
+        return np.concatenate(mains), np.concatenate(misses)
 
 
 # ------------------------------------------------------------------------- the model file

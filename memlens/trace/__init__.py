@@ -5,7 +5,8 @@ Lines format (``limits``), the exact line-by-line reader and the writer (``jsonl
 reading (``lines``), loading with the bulk reader first and the exact one as fallback (``io``),
 the compiled bulk reader (``bulk/``), packed string columns and id tables (``packed``,
 ``idtable``), the parsed-trace cache (``cache``), synthetic generators (``generate``), classic
-cache traces (``classic``), token counting (``tokenizer``) and content features (``features``).
+cache traces (``classic``), token counting (``tokenizer``), content features (``features``) and
+words as scikit-learn's vectorisers find them (``words``).
 
 May import: ``memlens._util`` only.  Nothing here knows about policies, replays or runs.
 

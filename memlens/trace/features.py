@@ -24,6 +24,7 @@ rule scorer's value; the retrieval and learned policies may reuse it as a prior.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -191,8 +192,31 @@ def distinct_texts(trace: Trace, column: str) -> tuple[list[str], np.ndarray]:
     (content features, bags of words and TF-IDF vectors all start from it)."""
     cache = trace.__dict__.setdefault(_DISTINCT_KEY, {})
     if column not in cache:
-        cache[column] = unique_texts(getattr(trace, column))
+        texts = getattr(trace, column)
+        if isinstance(texts, PackedStrings) and len(texts):  # only the distinct ones decoded
+            distinct, inverse = _distinct_bytes(trace, column)
+            cache[column] = ([b.decode() for b in distinct], inverse)
+        else:
+            cache[column] = unique_texts(texts)
     return cache[column]
+
+
+def _distinct_bytes(trace: Trace, column: str) -> tuple[list[bytes], np.ndarray]:
+    """The distinct UTF-8 strings of a packed text column, first seen first, and each text's
+    number among them, cached on the trace: ``distinct_texts`` decodes them and the content
+    features join them as they are, so a worker deduplicates a column once for both.  Equal
+    bytes are equal texts (UTF-8), so this is ``unique_texts`` of the decoded column."""
+    cache = trace.__dict__.setdefault(_DISTINCT_KEY, {})
+    key = ("bytes", column)
+    if key not in cache:
+        texts = getattr(trace, column)
+        first: dict[bytes, int] = {}  # each text's first position (setdefault keeps the first)
+        at = np.fromiter(map(first.setdefault, texts.iter_bytes(), itertools.count()), np.int64,
+                         count=len(texts))  # fmt: skip
+        number = np.empty(len(texts), np.int64)
+        number[np.fromiter(first.values(), np.int64, len(first))] = np.arange(len(first))
+        cache[key] = (list(first), number[at])
+    return cache[key]
 
 
 def _distinct_features(trace: Trace) -> tuple[ContentFeatures, np.ndarray]:
@@ -206,11 +230,9 @@ def _distinct_features(trace: Trace) -> tuple[ContentFeatures, np.ndarray]:
     if not isinstance(texts, PackedStrings) or len(texts) == 0:
         distinct, inverse = distinct_texts(trace, "item_text")
         return text_features(distinct, np.zeros(len(distinct), np.int64)), inverse
-    index: dict[bytes, int] = {}
-    inverse = np.fromiter((index.setdefault(b, len(index)) for b in texts.iter_bytes()),
-                          np.int64, count=len(texts))  # fmt: skip
-    raw, seps = _joined_bytes(list(index))
-    n = len(index)
+    distinct, inverse = _distinct_bytes(trace, "item_text")
+    raw, seps = _joined_bytes(distinct)
+    n = len(distinct)
     return _joined_features(raw, seps, n, np.zeros(n, np.int64)), inverse
 
 

@@ -213,3 +213,15 @@ def test_stages_compile_side_by_side_in_other_processes(cache, tmp_path):
     assert lines[-1].startswith("compiled 3 kernel stage(s) on 2 processes")
     assert len(list((cache / warm.STAMPS).iterdir())) == 3
     assert warm.compile_seconds() == pytest.approx(sum(done.values()))
+
+
+def test_the_text_policies_stages_follow_their_compiled_words():
+    """Generative Agents' and the learned scorer's preparation runs compiled code in
+    ``memlens/trace/words.py`` (words, MurmurHash3, row norms): a change there compiles their
+    stages again before a sweep fans out, not inside its workers."""
+    from memlens.policies.generative_agents import GenerativeAgents
+    from memlens.policies.learned import LearnedScorer
+
+    for policy in (GenerativeAgents(), LearnedScorer()):
+        assert "trace/words.py" in warm.kernel_stage(policy, False, 0).sources
+    assert "trace/words.py" not in warm.kernel_stage(LRU(), False, 0).sources

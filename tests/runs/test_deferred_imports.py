@@ -53,3 +53,32 @@ def test_a_plain_simulate_imports_none_of_the_heavy_packages(tmp_path):
                               tmp_path)  # fmt: skip
     assert "memlens.runs.pipeline" in modules  # the run really ran in that process
     assert _heavy(modules) == []
+
+
+@pytest.mark.parametrize("policy", ["learned", "generative_agents"])
+def test_replaying_the_text_policies_imports_no_scikit_learn(policy, tmp_path):
+    """Generative Agents' TF-IDF and the learned scorer's hashed bags are built without
+    scikit-learn (``memlens.trace.words``): a sweep worker replaying them never imports it
+    (a second or more of every worker's start on this machine)."""
+    code = textwrap.dedent(f"""
+        import json, sys
+        from memlens.config.schema import build_policy
+        from memlens.simulator import simulate
+        from memlens.trace.cache import load_trace_cached
+        trace = load_trace_cached({str(DATA_DIR / "default" / "agent-small.jsonl.gz")!r},
+                                  enabled=False)
+        simulate(trace, build_policy({{"_target_": "memlens.policies.{_CLASSES[policy]}"}}),
+                 budget=512)
+        print("MODULES=" + json.dumps(sorted(sys.modules)))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("MODULES=")][-1]
+    modules = set(json.loads(line.removeprefix("MODULES=")))
+    assert "memlens.kernels.learned" in modules or policy != "learned"
+    assert not [m for m in modules if m == "sklearn" or m.startswith("sklearn.")]
+
+
+_CLASSES = {"learned": "learned.LearnedScorer",
+            "generative_agents": "generative_agents.GenerativeAgents"}  # fmt: skip

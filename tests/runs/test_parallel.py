@@ -128,3 +128,29 @@ def test_job_batches_group_a_policy_and_split_when_workers_would_idle():
     assert job_batches(alone, 8) and sorted(i for b in job_batches(alone, 8) for i in b) == [
         0, 1, 2, 3, 4]  # fmt: skip
     assert job_batches([], 2) == []
+
+
+def test_job_batches_hand_out_the_heaviest_first_and_results_keep_job_order():
+    """Batches go out by weight (jobs x the policy's ``sweep_weight``), ties in job order; the
+    policies' own weights put the learned scorer's batch first, Generative Agents' next."""
+    from types import SimpleNamespace
+
+    from memlens.policies.generative_agents import GenerativeAgents
+    from memlens.policies.learned import LearnedScorer
+    from memlens.policies.lru import LRU
+
+    from memlens.runs.sweep import batch_weights, job_batches
+
+    def job(policy):
+        return SimpleNamespace(settings=SimpleNamespace(trace="a"), policy_name=policy)
+
+    names = ["lru", "generative_agents", "window", "learned"]
+    jobs = [job(p) for p in names for _ in range(4)]
+    weights = batch_weights({"lru": LRU(), "generative_agents": GenerativeAgents(),
+                             "learned": LearnedScorer(model=None), "window": object()})  # fmt: skip
+    assert weights["window"] == weights["lru"] == 1.0
+    batches = job_batches(jobs, 2, weights)
+    assert [jobs[b[0]].policy_name for b in batches] == ["learned", "generative_agents",
+                                                         "lru", "window"]  # fmt: skip
+    assert sorted(i for b in batches for i in b) == list(range(16))
+    assert job_batches(jobs, 2) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15]]

@@ -48,6 +48,25 @@ def test_content_features_per_distinct_text_equal_the_features_of_every_text(ite
 ODD_WORDS = ["a\x00b", "\x00", "Größe", "Ünïcode", "—", "错误 error", "FINAL", "x"]
 
 
+@given(st.lists(st.lists(st.sampled_from(ODD_WORDS + WORDS), max_size=4).map(" ".join),
+                min_size=1, max_size=30))  # fmt: skip
+def test_distinct_texts_of_a_packed_column_equal_unique_texts_of_the_decoded_ones(item_texts):
+    """A loaded trace's text columns are deduplicated on their UTF-8 bytes (once for the
+    content features and the distinct texts): the same distinct texts, in first-seen order,
+    and the same inverse as ``unique_texts`` of the decoded column."""
+    from memlens.trace.features import distinct_texts
+
+    tr = trace_of(item_texts, item_texts[::-1])
+    content_features(tr)  # deduplicates the items' bytes first, as a sweep worker does
+    for column in ("item_text", "req_text"):
+        texts = getattr(tr, column)
+        assert isinstance(texts, PackedStrings)
+        distinct, inverse = distinct_texts(tr, column)
+        want, want_inverse = unique_texts(list(texts))
+        assert distinct == want
+        assert np.array_equal(inverse, want_inverse) and inverse.dtype == want_inverse.dtype
+
+
 @given(st.lists(st.lists(st.sampled_from(ODD_WORDS), max_size=4).map(" ".join), min_size=1,
                 max_size=10))  # fmt: skip
 def test_content_features_from_packed_bytes_equal_those_of_the_decoded_texts(item_texts):
@@ -156,3 +175,27 @@ def test_learned_scores_built_a_block_at_a_time_for_announced_budgets_equal_the_
     for b in (8, 64):
         main, miss = table.raw(model.raw, b)
         assert np.array_equal(got[b], learned._keys(table, main, miss, 0.01, 0.5))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 20), st.integers(0, 2**32 - 1), st.sampled_from([[0, 5], [5], [1, 3, 7]]))
+def test_forest_at_many_budgets_in_one_pass_equals_one_pair_per_budget(n_budgets, seed, columns):
+    """``raw_budgets`` walks each tree once for every budget (the budgets part only below the
+    nodes reading the budget columns); each budget's scores equal ``raw_pair`` of the rows with
+    that budget's columns set, bit for bit (NaN and zero values too, more budgets than one pass
+    takes)."""
+    forest, X, _ = toy_forest()
+    rng = np.random.default_rng(seed)
+    moved = rng.random(len(X)) < 0.4
+    values = rng.normal(size=(n_budgets, len(X), len(columns)))
+    values[:, ::7] = np.nan
+    values[:, ::11] = 0.0
+    values[1::2, ::5] = values[0, ::5]  # budgets that agree on some rows
+    main, miss = forest.raw_budgets(X, moved, 2, 2.0, columns, values)
+    assert main.shape == miss.shape == (n_budgets, len(X))
+    for k in range(n_budgets):
+        Xk = X.copy()
+        Xk[:, columns] = values[k]
+        want_main, want_miss = forest.raw_pair(Xk, moved, 2, 2.0)
+        assert np.array_equal(main[k], want_main, equal_nan=True)
+        assert np.array_equal(miss[k], want_miss, equal_nan=True)
