@@ -106,14 +106,24 @@ class Interval:
         return f"{head} [{format(self.low, fmt)}, {format(self.high, fmt)}]{star}"
 
 
-@functools.lru_cache(maxsize=64)
 def resample_counts(n_streams: int, bootstrap: int, seed: int) -> np.ndarray:
     """``(bootstrap, n_streams)`` counts: how often each stream is drawn in each replicate."""
+    return _counts_by_stream(n_streams, bootstrap, seed).T
+
+
+@functools.lru_cache(maxsize=64)
+def _counts_by_stream(n_streams: int, bootstrap: int, seed: int) -> np.ndarray:
+    """:func:`resample_counts` stored transposed, ``(n_streams, bootstrap)``: the layout the
+    replicate sums read (``memlens.kernels.bootstrap``)."""
     rng = np.random.default_rng([seed, n_streams])
     idx = rng.integers(0, n_streams, size=(bootstrap, n_streams))
-    counts = np.empty((bootstrap, n_streams))
-    for row, drawn in zip(counts, idx):  # a row at a time: one offset bincount over the whole
-        row[:] = np.bincount(drawn, minlength=n_streams)  # matrix took 7x longer (issue 34)
+    counts, width = np.empty((n_streams, bootstrap)), 128
+    block = np.empty((width, n_streams))
+    for lo in range(0, bootstrap, width):  # a replicate at a time (one offset bincount over the
+        hi = min(bootstrap, lo + width)  # whole matrix took 7x longer), transposed in blocks
+        for k in range(lo, hi):
+            block[k - lo] = np.bincount(idx[k], minlength=n_streams)
+        counts[:, lo:hi] = block[: hi - lo].T
     counts.flags.writeable = False
     return counts
 
@@ -128,7 +138,8 @@ def _replicates_of(counts: np.ndarray, many: list[Parts]) -> list[np.ndarray]:
     from memlens.kernels.bootstrap import replicate_sums
 
     columns = [c for num, den in many for c in ((num,) if den is None else (num, den))]
-    sums = replicate_sums(counts, np.column_stack(columns))
+    by_stream = counts.T if counts.T.flags.c_contiguous else np.ascontiguousarray(counts.T)
+    sums = replicate_sums(by_stream, np.column_stack(columns))
     out, j = [], 0
     with np.errstate(divide="ignore", invalid="ignore"):
         for _num, den in many:

@@ -19,16 +19,19 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def replicate_sums(counts: np.ndarray, columns: np.ndarray) -> np.ndarray:
+def replicate_sums(counts_by_stream: np.ndarray, columns: np.ndarray) -> np.ndarray:
     """``(resamples, k)``: ``out[b, j] = sum_i counts[b, i] * columns[i, j]``, summed over the
-    streams ``i`` in order."""
-    resamples, streams = counts.shape
+    streams ``i`` in order; ``counts_by_stream`` is the count matrix transposed,
+    ``(streams, resamples)``, so that each stream's counts are one contiguous row and every
+    replicate's sum advances at once (in vector registers: the replicates are independent)."""
+    streams, resamples = counts_by_stream.shape
     k = columns.shape[1]
-    out = np.zeros((resamples, k))
-    for b in range(resamples):
-        row = out[b]
-        for i in range(streams):
-            c = counts[b, i]
-            for j in range(k):
-                row[j] += c * columns[i, j]
-    return out
+    acc = np.zeros((k, resamples))
+    for i in range(streams):
+        counts = counts_by_stream[i]
+        for j in range(k):
+            weight = columns[i, j]
+            sums = acc[j]
+            for b in range(resamples):
+                sums[b] += counts[b] * weight
+    return np.ascontiguousarray(acc.T)

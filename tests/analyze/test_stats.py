@@ -11,7 +11,13 @@ from helpers import random_events, trace
 from scipy import stats as sps
 
 from memlens.analyze.registry import combine, declared, decomposable
-from memlens.analyze.stats import StatsConfig, difference, interval, resample_counts
+from memlens.analyze.stats import (
+    StatsConfig,
+    _counts_by_stream,
+    difference,
+    interval,
+    resample_counts,
+)
 from memlens.analyze.table import interval_cell
 from memlens.config.compose import run_settings
 from memlens.runs import pipeline
@@ -78,7 +84,7 @@ def test_same_seed_same_interval_bit_for_bit():
     parts = synthetic(np.random.default_rng(3))
     for method in ("percentile", "bca"):
         first = interval(parts, StatsConfig(seed=7, method=method))
-        resample_counts.cache_clear()
+        _counts_by_stream.cache_clear()
         again = interval(parts, StatsConfig(seed=7, method=method))
         assert (first.low, first.high) == (again.low, again.high)
         other = interval(parts, StatsConfig(seed=8, method=method))
@@ -95,6 +101,7 @@ def test_resample_counts_are_the_draws_counted(n, bootstrap, seed):
         for i in row:
             expected[b, i] += 1
     counts = resample_counts(n, bootstrap, seed)
+    assert counts.shape == (bootstrap, n)
     assert counts.dtype == np.float64 and not counts.flags.writeable
     assert np.array_equal(counts, expected)
     assert (counts.sum(axis=1) == n).all()
@@ -206,3 +213,12 @@ def test_a_metric_has_the_same_interval_alone_or_with_others():
                                rtol=1e-12)  # fmt: skip
     np.testing.assert_allclose(_replicates(counts, parts["total"]), counts @ parts["total"][0],
                                rtol=1e-12)  # fmt: skip
+    # each replicate's sum is taken in stream order, one product at a time (counted here)
+    expected = np.zeros(300)
+    for b in range(300):
+        for i in range(40):
+            expected[b] += counts[b, i] * num[i]
+    from memlens.kernels.bootstrap import replicate_sums
+
+    sums = replicate_sums(np.ascontiguousarray(counts.T), np.column_stack([num, den]))
+    assert np.array_equal(sums[:, 0], expected)
