@@ -13,12 +13,17 @@ from memlens.oracle.solve import _MEMO
 from memlens.trace.io import load_trace, write_trace
 
 
+def _agent_trace(tmp_path_factory, streams: int, events_per_stream: int, seed: int):
+    """(path, loaded trace) of a generated agent trace."""
+    path = tmp_path_factory.mktemp("chunks") / f"agent{streams}.jsonl"
+    write_trace(path, generate("agent", streams=streams, events_per_stream=events_per_stream,
+                               seed=seed), header={"generator": "agent"})  # fmt: skip
+    return str(path), load_trace(str(path))
+
+
 @pytest.fixture(scope="module")
 def many_streams(tmp_path_factory):
-    path = tmp_path_factory.mktemp("chunks") / "agent.jsonl"
-    write_trace(path, generate("agent", streams=10, events_per_stream=30, seed=11),
-                header={"generator": "agent"})  # fmt: skip
-    return str(path), load_trace(str(path))
+    return _agent_trace(tmp_path_factory, 10, 30, 11)
 
 
 def test_chunks_cover_every_stream_once():
@@ -71,10 +76,7 @@ def test_chunked_presolve_equals_one_piece(many_streams, tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def more_streams(tmp_path_factory):
-    path = tmp_path_factory.mktemp("chunks") / "agent40.jsonl"
-    write_trace(path, generate("agent", streams=40, events_per_stream=150, seed=34),
-                header={"generator": "agent"})  # fmt: skip
-    return str(path), load_trace(str(path))
+    return _agent_trace(tmp_path_factory, 40, 150, 34)
 
 
 def test_the_integer_programs_pieces_keep_each_proof_window_whole(more_streams, tmp_path,

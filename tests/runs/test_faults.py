@@ -427,11 +427,35 @@ def test_an_unreachable_tracking_server_costs_one_warning_not_the_run(tmp_path, 
 # --- whole run folders ----------------------------------------------------------------------
 
 
+def _fail_writing_json(path, obj, **_):  # the Parquet files and the config are written
+    raise OSError("disk full")
+
+
+def _fail_on_the_writer_thread(*_args, **_kwargs):
+    raise OSError("disk full on the writer thread")
+
+
+@pytest.mark.parametrize(
+    ("where", "name", "fail", "message"),
+    [
+        ("memlens.runs.writers", "write_json", _fail_writing_json, "disk full"),
+        # the event log is written on a second thread (memlens.runs.writers.write_run): its
+        # failure reaches the run all the same
+        ("memlens.analyze.eventlog", "write_event_log", _fail_on_the_writer_thread,
+         "writer thread"),
+    ],
+)  # fmt: skip
 def test_a_failing_second_run_leaves_the_first_runs_files_untouched(
     tmp_path,
     small_trace,  # noqa: F811
     monkeypatch,
+    where,
+    name,
+    fail,
+    message,
 ):
+    import importlib
+
     from memlens.cli import replay as commands
 
     run_dir = tmp_path / "run"
@@ -442,38 +466,8 @@ def test_a_failing_second_run_leaves_the_first_runs_files_untouched(
     before = snapshot(run_dir)
     assert set(before) == RUN_FILES
 
-    def fail_at_the_last_file(path, obj, **_):  # the Parquet files and the config are written
-        raise OSError("disk full")
-
-    monkeypatch.setattr(writers, "write_json", fail_at_the_last_file)
-    with pytest.raises(OSError, match="disk full"):
-        commands.simulate_task(compose_config("simulate", [*first[:1], "budget=64", *first[2:]]))
-    assert snapshot(run_dir) == before
-    assert debris(run_dir) == []
-
-
-def test_an_event_log_failing_on_its_thread_keeps_the_first_run(
-    tmp_path,
-    small_trace,  # noqa: F811
-    monkeypatch,
-):
-    """The event log is written on a second thread (memlens.runs.writers.write_run): its
-    failure reaches the run, which keeps nothing of itself and the first run whole."""
-    from memlens.analyze import eventlog
-    from memlens.cli import replay as commands
-
-    run_dir = tmp_path / "run"
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(commands, "_run_dir", lambda: run_dir)
-    first = [f"trace={small_trace}", "budget=512", "mlflow.enabled=false"]
-    commands.simulate_task(compose_config("simulate", first))
-    before = snapshot(run_dir)
-
-    def fail(*_args, **_kwargs):
-        raise OSError("disk full on the writer thread")
-
-    monkeypatch.setattr(eventlog, "write_event_log", fail)
-    with pytest.raises(OSError, match="writer thread"):
+    monkeypatch.setattr(importlib.import_module(where), name, fail)
+    with pytest.raises(OSError, match=message):
         commands.simulate_task(compose_config("simulate", [*first[:1], "budget=64", *first[2:]]))
     assert snapshot(run_dir) == before
     assert debris(run_dir) == []
