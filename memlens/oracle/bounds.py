@@ -301,23 +301,28 @@ def highs_lp(c: np.ndarray, A_eq, b_eq: np.ndarray, A_ub, b_ub: np.ndarray | Non
     loop and the result's residuals and marginals: on a batch of 64 short streams (about
     20,000 columns) the loop took longer than building the LP (issue 34)."""
     import scipy.sparse as sp
-    from scipy.optimize._highspy import _core as h
 
+    try:  # scipy's own binding of HiGHS: private, so checked for, with linprog to fall back on
+        from scipy.optimize._highspy import _core as h
+
+        h.HighsLp, h._Highs, h.kHighsInf  # noqa: B018
+    except (ImportError, AttributeError):
+        return _linprog(c, A_eq, b_eq, A_ub, b_ub, upper)
     n = c.size
     A = sp.csc_array(sp.vstack((sp.coo_array((0, n) if A_ub is None else A_ub, dtype=float,
                                              copy=True),
                                 sp.coo_array(A_eq, dtype=float, copy=True))))  # fmt: skip
     b_ub = np.zeros(0) if b_ub is None else np.asarray(b_ub, dtype=np.float64)
     b_eq = np.asarray(b_eq, dtype=np.float64)
-    lhs = _highs_inf(np.concatenate((np.full(b_ub.size, -np.inf), b_eq)))
-    rhs = _highs_inf(np.concatenate((b_ub, b_eq)))
+    lhs = _highs_inf(np.concatenate((np.full(b_ub.size, -np.inf), b_eq)), h.kHighsInf)
+    rhs = _highs_inf(np.concatenate((b_ub, b_eq)), h.kHighsInf)
     lp = h.HighsLp()
     lp.num_col_, lp.num_row_ = n, rhs.size
     lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n, rhs.size
     lp.a_matrix_.format_ = h.MatrixFormat.kColwise
     lp.col_cost_ = np.array(c, dtype=np.float64)
     lp.col_lower_ = np.zeros(n)
-    lp.col_upper_ = _highs_inf(np.array(upper, dtype=np.float64))
+    lp.col_upper_ = _highs_inf(np.array(upper, dtype=np.float64), h.kHighsInf)
     lp.row_lower_, lp.row_upper_ = lhs, rhs
     lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = A.indptr, A.indices, A.data
     highs = h._Highs()
@@ -338,12 +343,22 @@ def highs_lp(c: np.ndarray, A_eq, b_eq: np.ndarray, A_ub, b_ub: np.ndarray | Non
     return x, float(highs.getInfo().objective_function_value), "optimal"
 
 
-def _highs_inf(x: np.ndarray) -> np.ndarray:
-    """Infinities as HiGHS's (scipy's ``_replace_inf``), in place."""
-    from scipy.optimize._highspy._core import kHighsInf
+def _linprog(c, A_eq, b_eq, A_ub, b_ub, upper) -> tuple[np.ndarray | None, float, str]:
+    """:func:`highs_lp` through ``linprog`` itself (a scipy whose private HiGHS binding is
+    not the one :func:`highs_lp` was written against)."""
+    from scipy.optimize import linprog
 
+    res = linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq,
+                  bounds=np.column_stack((np.zeros(c.size), upper)), method="highs")  # fmt: skip
+    if res.status != 0:
+        return None, math.nan, str(res.message)
+    return res.x, float(res.fun), "optimal"
+
+
+def _highs_inf(x: np.ndarray, highs_inf: float) -> np.ndarray:
+    """Infinities as HiGHS's (scipy's ``_replace_inf``), in place."""
     infs = np.isinf(x)
-    x[infs] = np.sign(x[infs]) * kHighsInf
+    x[infs] = np.sign(x[infs]) * highs_inf
     return x
 
 

@@ -59,3 +59,33 @@ def test_an_infeasible_lp_is_refused():
     x, _, message = bounds.highs_lp(np.array([1.0]), sp.csr_array(np.array([[1.0]])),
                                     np.array([2.0]), None, None, np.array([1.0]))  # fmt: skip
     assert x is None and message != "optimal"
+
+
+def test_without_scipys_private_binding_it_falls_back_to_linprog(many_streams, monkeypatch):
+    """A scipy whose private HiGHS binding is missing (or another) gets linprog's answer."""
+    import sys
+
+    models = [build_model(many_streams, s, 300, False) for s in range(many_streams.n_streams)]
+    models = [m for m in models if m.n_gaps and not _fits(m, OracleSettings())][:3]
+    calls = []
+    direct = bounds.highs_lp
+
+    def record(*args):
+        calls.append(args)
+        return direct(*args)
+
+    monkeypatch.setattr(bounds, "highs_lp", record)
+    fast = bounds.lp_candidates_many(models, 1)
+    import scipy.optimize._highspy as binding
+
+    monkeypatch.setitem(sys.modules, "scipy.optimize._highspy._core", None)  # import fails
+    monkeypatch.delattr(binding, "_core")
+    for args in calls:
+        x, fun, message = direct(*args)
+        want_x, want_fun = _by_linprog(*args)
+        assert message == "optimal" and x.tobytes() == want_x.tobytes() and fun == want_fun
+    monkeypatch.setattr(bounds, "highs_lp", direct)
+    slow = bounds.lp_candidates_many(models, 1)
+    assert len(calls) >= 1 and len(fast) == len(slow)
+    for (bound_a, x_a), (bound_b, x_b) in zip(fast, slow, strict=True):
+        assert bound_a == bound_b and np.asarray(x_a).tobytes() == np.asarray(x_b).tobytes()
