@@ -5,6 +5,8 @@ pre-flight checks, every ``compare`` job, tests and notebooks all call this.
 
 from __future__ import annotations
 
+import copy
+
 from omegaconf import OmegaConf
 
 from memlens.config.registry import check_config, check_hydra_node
@@ -21,6 +23,39 @@ def compose_config(config_name: str, overrides: list[str] = ()):
     return compose_with_hydra(config_name, overrides)[0]
 
 
+def copy_repositories_on_write() -> None:
+    """Make Hydra copy its config repository for a composition only when the composition
+    changes it (a ``hydra.searchpath``), not every time.
+
+    Each Hydra composition wraps the loader's repository in a ``CachingConfigRepository``,
+    whose constructor deep-copies it, the ConfigStore's every schema included, "to avoid
+    mutating it with initialize_sources()": a fifth of a composition's time, paid by each of a
+    compare's policies (issue 34).  Only ``initialize_sources`` (a search path in the primary
+    config or on the command line) mutates it; every other use reads.  So the copy is made
+    there, on the first call, and a composition without a search path reads the loader's own
+    repository.  Installed once per process; ``tests/config/test_compose_copies.py`` holds
+    every registered policy's composition, and a search path's, to Hydra's own."""
+    from hydra._internal.config_repository import CachingConfigRepository
+
+    if getattr(CachingConfigRepository, "_memlens_copy_on_write", False):
+        return
+
+    def __init__(self, delegate) -> None:
+        self.delegate = delegate
+        self.cache = {}
+        self._memlens_own = False
+
+    def initialize_sources(self, config_search_path) -> None:
+        if not self._memlens_own:
+            self.delegate = copy.deepcopy(self.delegate)
+            self._memlens_own = True
+        self.delegate.initialize_sources(config_search_path)
+
+    CachingConfigRepository.__init__ = __init__
+    CachingConfigRepository.initialize_sources = initialize_sources
+    CachingConfigRepository._memlens_copy_on_write = True
+
+
 def compose_with_hydra(config_name: str, overrides: list[str] = ()):
     """(:func:`compose_config`'s config, ``{"hydra.run.dir": ..., "hydra.sweep.dir": ...,
     "hydra.output_subdir": ..., "hydra.mode": ...}`` resolved): the pre-flight checks read
@@ -29,6 +64,7 @@ def compose_with_hydra(config_name: str, overrides: list[str] = ()):
     from hydra.core.global_hydra import GlobalHydra
 
     register_configs()
+    copy_repositories_on_write()
     if GlobalHydra.instance().is_initialized():
         return _compose_strict(config_name, list(overrides))
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
