@@ -215,7 +215,7 @@ def _read(path: Path, kind: str) -> tuple[dict[str, np.ndarray], dict]:
         arrays, h = {}, _hasher(header_bytes)
         # Members are inflated on two threads (zlib lets go of the GIL) while this one checks
         # and hashes them in order: a parsed trace of 870,000 events (176 MB) read in about
-        # half the time of one member after another (issue 34).  The digest is the same.
+        # two thirds of the time of one member after another (issue 34).  The same digest.
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="memlens-cache") as pool:
             members = [(d, pool.submit(z.__getitem__, d[0])) for d in declared]
             for (name, dtype, shape), member in members:

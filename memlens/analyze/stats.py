@@ -199,18 +199,15 @@ def difference(a: Parts, b: Parts, cfg: StatsConfig, paired: bool = True) -> Int
 
     Unpaired (for comparison only) draws the two resamples independently.
     """
+    if paired:
+        return differences({"": a}, {"": b}, cfg)[""]
     a, b = _arrays(a), _arrays(b)
     n = a[0].size
-    if paired and b[0].size != n:
-        raise ValueError(f"a paired difference needs the same streams ({n} vs {b[0].size})")
     va, vb = combine(*a), combine(*b)
     estimate = None if va is None or vb is None else va - vb
     if min(n, b[0].size) < cfg.min_streams or estimate is None:
         return _interval(estimate, None, None, min(n, b[0].size), cfg)
     counts_a = resample_counts(n, cfg.bootstrap, cfg.seed)
-    if paired:
-        reps_a, reps_b = _replicates_of(counts_a, [a, b])
-        return _interval(estimate, reps_a - reps_b, _jackknife(a) - _jackknife(b), n, cfg)
     counts_b = resample_counts(b[0].size, cfg.bootstrap, cfg.seed + 1)
     reps = _replicates(counts_a, a) - _replicates(counts_b, b)
     return _interval(estimate, reps, np.zeros(1), n, cfg)
@@ -243,14 +240,17 @@ def intervals(stream_parts: dict[str, Parts], cfg: StatsConfig) -> dict[str, Int
 def differences(stream_parts: dict[str, Parts], reference: dict[str, Parts],
                 cfg: StatsConfig) -> dict[str, Interval]:  # fmt: skip
     """Every decomposable metric's paired difference to the reference run's, same streams
-    (what :func:`difference` gives for each, from one pass over the counts for all)."""
-    keys = [k for k in stream_parts if k in reference]
-    pairs = {k: (_arrays(stream_parts[k]), _arrays(reference[k])) for k in keys}
+    (the metrics of one number of streams resampled together, in one pass over the counts)."""
+    pairs = {k: (_arrays(p), _arrays(reference[k])) for k, p in stream_parts.items()
+             if k in reference}  # fmt: skip
     out, batch = {}, []
     for k, (a, b) in pairs.items():
-        n, va, vb = a[0].size, combine(*a), combine(*b)
-        if b[0].size != n or n < cfg.min_streams or va is None or vb is None:
-            out[k] = difference(a, b, cfg)  # an error, or no interval: said by the one
+        n = a[0].size
+        if b[0].size != n:
+            raise ValueError(f"a paired difference needs the same streams ({n} vs {b[0].size})")
+        va, vb = combine(*a), combine(*b)
+        if n < cfg.min_streams or va is None or vb is None:
+            out[k] = _interval(None if va is None or vb is None else va - vb, None, None, n, cfg)
         else:
             batch.append(k)
     for n in {pairs[k][0][0].size for k in batch}:
@@ -261,4 +261,4 @@ def differences(stream_parts: dict[str, Parts], reference: dict[str, Parts],
             a, b = pairs[k]
             out[k] = _interval(combine(*a) - combine(*b), reps[2 * j] - reps[2 * j + 1],
                                _jackknife(a) - _jackknife(b), n, cfg)  # fmt: skip
-    return {k: out[k] for k in keys}
+    return {k: out[k] for k in pairs}

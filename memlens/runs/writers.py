@@ -86,7 +86,7 @@ def write_run(out_dir: Path, run: Replay, report: Report, resolved_yaml: str) ->
     about a second per million rows) is written on a second thread while this one writes the
     others and the report, each file whole and atomic as before, ``metrics.json`` last."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    s = run.settings
+    s, doc = run.settings, report.to_dict()
     if s.events.enabled or s.output.moves:
         run.tiers  # noqa: B018 (computed once, here, before two threads read it)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="memlens-writer") as pool:
@@ -103,10 +103,9 @@ def write_run(out_dir: Path, run: Replay, report: Report, resolved_yaml: str) ->
             from memlens.present.static_report import write_static_report
 
             events, columns = log.result()
-            paths += [events, write_static_report(out_dir / "report.html", columns,
-                                                  report.to_dict())]  # fmt: skip
+            paths += [events, write_static_report(out_dir / "report.html", columns, doc)]
     paths.append(out_dir / "metrics.json")
-    write_json(paths[-1], report.to_dict(), flat_lists=True)  # last: its presence means "complete"
+    write_json(paths[-1], doc, flat_lists=True)  # last: its presence means "complete"
     return paths
 
 
