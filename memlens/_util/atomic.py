@@ -14,6 +14,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
@@ -59,9 +61,9 @@ def dumps_flat_lists(obj, level: int = 0) -> str:
 
     With ``indent`` set, Python's ``json`` encodes in pure Python, a line per number: on a
     compare over 5,800 streams, 100 MB and most of the command's writing time (issue 34).  Lists
-    of scalars go through the C encoder instead; dictionaries and lists of containers keep
-    their indentation.  Numbers are written as ``json.dumps`` writes them (the same ``repr``),
-    so the parsed document is identical."""
+    of scalars go through a C encoder instead (:func:`_scalar_list`); dictionaries and lists of
+    containers keep their indentation.  Every number reads back as the number ``json.dumps``
+    writes, so the parsed document is identical."""
     pad, inner = "  " * level, "  " * (level + 1)
     if isinstance(obj, dict):
         if not obj:
@@ -73,7 +75,25 @@ def dumps_flat_lists(obj, level: int = 0) -> str:
         return "{\n" + ",\n".join(items) + f"\n{pad}}}"
     if isinstance(obj, (list, tuple)):
         if not obj or isinstance(obj[0], _SCALARS):  # (a container further on: one line too)
-            return _FLAT.encode(obj)
+            return _scalar_list(obj)
         items = [f"{inner}{dumps_flat_lists(v, level + 1)}" for v in obj]
         return "[\n" + ",\n".join(items) + f"\n{pad}]"
     return _FLAT.encode(obj)
+
+
+def _scalar_list(items: list | tuple) -> str:
+    """A list on one line, as ``_FLAT`` writes it.  A list of numbers (the per-stream parts:
+    7 million of them in a compare over 5,800 streams) goes through orjson, five times faster
+    than ``json``'s C encoder at writing floats; both write a float's shortest round-trip
+    form (orjson ``0.00001`` where ``json`` writes ``1e-05``: the same number read back).
+    Anything orjson would write differently from ``_FLAT`` falls back to it: a string (orjson
+    leaves non-ASCII unescaped), ``None``, and NaN or infinity (orjson writes ``null`` for
+    them; ``_FLAT`` refuses them, as before), or a type orjson refuses."""
+    try:
+        raw = orjson.dumps(items)
+    except TypeError:  # e.g. an integer beyond 64 bits, numpy scalars (orjson.JSONEncodeError)
+        return _FLAT.encode(items)
+    if b'"' in raw or b"null" in raw:
+        return _FLAT.encode(items)
+    return raw.replace(b",", b", ").decode()
+

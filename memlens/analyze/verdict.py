@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memlens.analyze.registry import declared
-from memlens.analyze.stats import Interval, StatsConfig, difference
+from memlens.analyze.stats import Interval, StatsConfig, paired_differences
 
 WIDTH = 120
 #: Never ranked: it reads the future, so it is the bound every other policy is measured against.
@@ -91,15 +91,16 @@ def _budget_block(budget: int, group: list[Any], metric: str, reference: str | N
     )
     ref = next((r for r in ranked if r.values["policy"] == reference), None)
     name_w = min(_NAME_MAX, max([len("policy"), *(len(r.values["policy"]) for r in ranked)]))
-    table = [_row_cells(i + 1, r, ref, metric, cfg) for i, r in enumerate(ranked)]
+    diffs = _differences(ranked, ref, metric, cfg)
+    table = [_row_cells(i + 1, r, ref, metric, diffs) for i, r in enumerate(ranked)]
     header = ["#", "policy", metric, f"vs {reference}" if ref else "", "regret", "cost $"]
     sentence = [ln.replace(_NBSP, " ") for ln in textwrap.wrap(
-        _sentence(budget, ranked, ref, metric, cfg), WIDTH, initial_indent="  ",
+        _sentence(budget, ranked, ref, metric, diffs), WIDTH, initial_indent="  ",
         subsequent_indent="     ")]  # fmt: skip
     return [title, *_aligned([header, *table], name_w), *sentence]
 
 
-def _row_cells(rank: int, row: Any, ref: Any, metric: str, cfg: StatsConfig) -> list[str]:
+def _row_cells(rank: int, row: Any, ref: Any, metric: str, diffs: dict) -> list[str]:
     values = row.values
     iv = row.report.intervals.get(metric)
     own = iv.cell(".3f") if iv is not None else f"{values[metric]:.3f}"
@@ -108,7 +109,7 @@ def _row_cells(rank: int, row: Any, ref: Any, metric: str, cfg: StatsConfig) -> 
     elif ref is row:
         vs = "(reference)"
     else:
-        vs = _paired(row, ref, metric, cfg).cell(".3f", signed=True)
+        vs = diffs[id(row), id(ref)].cell(".3f", signed=True)
     regret = values.get("regret")
     cost = values.get("total_cost_usd")
     return [
@@ -130,12 +131,21 @@ def _aligned(rows: list[list[str]], name_w: int) -> list[str]:
             for r in rows]  # fmt: skip
 
 
-def _paired(a: Any, b: Any, metric: str, cfg: StatsConfig) -> Interval:
-    """``a - b`` on ``metric``, paired over the same streams."""
-    return difference(a.report.stream_parts[metric], b.report.stream_parts[metric], cfg)
+def _differences(ranked: list[Any], ref: Any, metric: str,
+                 cfg: StatsConfig) -> dict[tuple[int, int], Interval]:  # fmt: skip
+    """Every paired difference a budget's block prints (each row to the reference, the leader
+    to every other row), ``a - b`` on ``metric`` over the same streams, keyed by the rows'
+    ``id``s: computed together, they share one pass over the bootstrap counts and the parts
+    they have in common (the reference's and the leader's)."""
+    wanted = [(r, ref) for r in ranked if ref is not None and r is not ref]
+    wanted += [(ranked[0], r) for r in ranked[1:]]
+    unique = list({(id(a), id(b)): (a, b) for a, b in wanted}.values())
+    ivs = paired_differences([(a.report.stream_parts[metric], b.report.stream_parts[metric])
+                              for a, b in unique], cfg)  # fmt: skip
+    return {(id(a), id(b)): iv for (a, b), iv in zip(unique, ivs, strict=True)}
 
 
-def _sentence(budget: int, ranked: list[Any], ref: Any, metric: str, cfg: StatsConfig) -> str:
+def _sentence(budget: int, ranked: list[Any], ref: Any, metric: str, diffs: dict) -> str:
     """One sentence: what is significantly best and by how much, or that nothing is."""
     if not ranked:
         return f"no policy has a {metric} at this budget"
@@ -143,15 +153,15 @@ def _sentence(budget: int, ranked: list[Any], ref: Any, metric: str, cfg: StatsC
     name = lead.values["policy"]
     if len(ranked) == 1:
         return f"{name} is the only policy compared"
-    gap = _paired(lead, ranked[1], metric, cfg)
+    gap = diffs[id(lead), id(ranked[1])]
     if gap.low is None:
         return (f"{name} has the highest {metric} ({lead.values[metric]:.3f}); too few streams "
                 "to say whether it is significantly best")  # fmt: skip
     tied = [r.values["policy"] for r in ranked[1:]
-            if not _paired(lead, r, metric, cfg).excludes_zero]  # fmt: skip
+            if not diffs[id(lead), id(r)].excludes_zero]  # fmt: skip
     vs_ref = ""
     if ref is not None and ref is not lead:
-        d = _paired(lead, ref, metric, cfg)
+        d = diffs[id(lead), id(ref)]
         vs_ref = f", {_amount(d)} over {ref.values['policy']}"
     if not tied:
         return (f"-> {name} is significantly best at {budget}: {_amount(gap)} {metric} "

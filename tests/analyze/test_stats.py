@@ -222,3 +222,29 @@ def test_a_metric_has_the_same_interval_alone_or_with_others():
 
     sums = replicate_sums(np.ascontiguousarray(counts.T), np.column_stack([num, den]))
     assert np.array_equal(sums[:, 0], expected)
+
+
+def test_shared_parts_are_summed_once_and_change_nothing():
+    """Metrics sharing a denominator, and a verdict's differences sharing the reference's and
+    the leader's parts, are summed once per distinct column (memlens.analyze.stats
+    ``_distinct_columns``): every interval is the one each gets alone, bit for bit, and its
+    replicates are the plain products' differences, to rounding."""
+    from memlens.analyze.stats import _distinct_columns, intervals, paired_differences
+
+    rng = np.random.default_rng(5)
+    den = rng.integers(5, 80, size=50).astype(float)
+    runs = [(rng.binomial(den.astype(int), rng.uniform(0.2, 0.9)).astype(float), den)
+            for _ in range(4)]  # fmt: skip
+    cfg = StatsConfig(bootstrap=400, seed=9)
+    pairs = [(r, runs[0]) for r in runs[1:]] + [(runs[1], r) for r in runs[2:]]
+    together = paired_differences(pairs, cfg)
+    assert together == [difference(a, b, cfg) for a, b in pairs]
+    counts = resample_counts(50, 400, 9)
+    for (a, b), iv in zip(pairs, together, strict=True):
+        reps = (counts @ a[0]) / (counts @ a[1]) - (counts @ b[0]) / (counts @ b[1])
+        low, high = np.quantile(reps, [0.025, 0.975])
+        assert iv.low == pytest.approx(low, rel=1e-9) and iv.high == pytest.approx(high, rel=1e-9)
+    shared = {f"m{k}": r for k, r in enumerate(runs)}
+    assert intervals(shared, cfg) == {k: interval(p, cfg) for k, p in shared.items()}
+    columns, slot = _distinct_columns([c for r in runs for c in r])
+    assert len(columns) == 5 and slot == [0, 1, 2, 1, 3, 1, 4, 1]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from hypothesis import given
@@ -37,3 +38,21 @@ def test_layout_hand_checked(tmp_path):
 def test_nan_is_refused_as_before(tmp_path):
     with pytest.raises(ValueError):
         write_json(tmp_path / "x.json", {"a": [float("nan")]}, flat_lists=True)
+
+
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False) | st.integers(-(2**70), 2**70)
+                | st.booleans(), min_size=1))  # fmt: skip
+def test_number_lists_read_back_as_json_writes_them(numbers):
+    """Lists of numbers go through orjson (its own float text, ``0.00001`` for ``1e-05``):
+    every number reads back as the same number, bit for bit, and of the same type."""
+    back = json.loads(dumps_flat_lists({"a": numbers}))["a"]
+    assert [(type(x), x) for x in back] == [(type(x), x) for x in json.loads(json.dumps(numbers))]
+    assert [math.copysign(1, x) for x in back if isinstance(x, float)] == [
+        math.copysign(1, x) for x in numbers if isinstance(x, float)]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_numbers_in_a_number_list_are_refused(tmp_path, bad):
+    """orjson writes NaN and infinity as null; the list falls back to json, which refuses."""
+    with pytest.raises(ValueError):
+        write_json(tmp_path / "x.json", {"a": [1.0, 2.5, bad]}, flat_lists=True)
