@@ -96,4 +96,3 @@ def _scalar_list(items: list | tuple) -> str:
     if b'"' in raw or b"null" in raw:
         return _FLAT.encode(items)
     return raw.replace(b",", b", ").decode()
-

@@ -48,7 +48,8 @@ def test_number_lists_read_back_as_json_writes_them(numbers):
     back = json.loads(dumps_flat_lists({"a": numbers}))["a"]
     assert [(type(x), x) for x in back] == [(type(x), x) for x in json.loads(json.dumps(numbers))]
     assert [math.copysign(1, x) for x in back if isinstance(x, float)] == [
-        math.copysign(1, x) for x in numbers if isinstance(x, float)]
+        math.copysign(1, x) for x in numbers if isinstance(x, float)
+    ]
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
