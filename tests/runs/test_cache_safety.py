@@ -342,6 +342,31 @@ def test_a_consistent_but_edited_entry_fails_the_checksum(tmp_path):
     assert value is None and "checksum mismatch" in warnings[0]
 
 
+def test_members_read_as_zipfile_reads_them_stored_or_deflated(tmp_path):
+    """The members are inflated by ISA-L, not zipfile (``safecache._member_array``): an entry
+    rewritten uncompressed reads the same; a member whose CRC-32 is wrong is refused, as
+    zipfile refuses it."""
+    path = tmp_path / ("ab" * 16 + ".npz")
+    x = {"x": np.arange(100_000) % 7, "y": np.linspace(0, 1, 1000)}
+    safecache.store(path, "oracle", x, {"m": 1})
+    value = safecache.load(path, "oracle", lambda a, m: (a, m))
+    assert value[1] == {"m": 1} and all(np.array_equal(value[0][k], x[k]) for k in x)
+    with np.load(path, allow_pickle=False) as z:
+        members = {k: z[k] for k in z.files}
+    with open(path, "wb") as fh:
+        np.savez(fh, **members)  # stored, not deflated
+    value = safecache.load(path, "oracle", lambda a, m: a)
+    assert all(np.array_equal(value[k], x[k]) for k in x)
+    data = bytearray(path.read_bytes())
+    central = data.find(b"PK\x01\x02")
+    while central != -1 and data[central + 46 : central + 46 + 5] != b"x.npy":
+        central = data.find(b"PK\x01\x02", central + 4)
+    data[central + 16] ^= 0xFF  # the central directory's CRC-32 of x.npy
+    path.write_bytes(bytes(data))
+    value, warnings = run_quietly(lambda: safecache.load(path, "oracle", lambda a, m: a))
+    assert value is None and "bad CRC-32" in warnings[0]
+
+
 # ------------------------------------------------------------------- orphans
 def test_orphans_are_dead_or_idle_writers_temp_files_and_pickle_era_entries(tmp_path):
     key = "0123456789abcdef" * 2
