@@ -90,6 +90,13 @@ def stamp(stage: Stage) -> Path:
 
 
 # ------------------------------------------------------------------------- the stages
+#: The kernels whose preparation reads the items' content features (``static_value``,
+#: ``content_features``): their stage compiles the features' passes too, on the tiny trace, so
+#: it must be warmed again when ``memlens/trace/features.py`` changes.
+READS_CONTENT_FEATURES = ("memlens.kernels.rule:", "memlens.kernels.generative_agents:",
+                          "memlens.kernels.learned:")  # fmt: skip
+
+
 def kernel_stage(policy, demand_fetch: bool, seed: int) -> Stage | None:
     """The replay kernel of ``policy`` (None: it has none, or the oracle's, which the oracle
     stage compiles)."""
@@ -115,6 +122,8 @@ def kernel_stage(policy, demand_fetch: bool, seed: int) -> Stage | None:
         sources.append("scorer")
     if target.startswith(("memlens.kernels.learned:", "memlens.kernels.generative_agents:")):
         sources.append("trace/words.py")  # their preparation's compiled words, hashes, norms
+    if target.startswith(READS_CONTENT_FEATURES):
+        sources.append("trace/features.py")  # the content features' compiled passes
     return Stage(getattr(policy, "name", type(policy).__name__), tuple(sources), run)
 
 
