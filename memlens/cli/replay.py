@@ -157,7 +157,29 @@ def oracle_note(settings: CompareConfig) -> str | None:
 
 def check_jobs(settings: CompareConfig, names: list[str]) -> Callable[[], None]:
     """``compare``'s and ``recommend``'s checks of the policies ``names`` and of every trace;
-    returns the deferred trace parse."""
+    returns the deferred trace parse.  The sweep's workers start meanwhile
+    (``memlens.runs.sweep.start_workers_ahead``); a failed check stops them."""
+    from memlens._util.parallel import release_workers
+    from memlens.runs.sweep import start_workers_ahead
+
+    start_workers_ahead(settings, len(names))
+    try:
+        load = _check_jobs(settings, names)
+    except BaseException:
+        release_workers(kill=True)
+        raise
+
+    def deferred() -> None:
+        try:
+            load()
+        except BaseException:
+            release_workers(kill=True)
+            raise
+
+    return deferred
+
+
+def _check_jobs(settings: CompareConfig, names: list[str]) -> Callable[[], None]:
     for o in settings.policy_overrides:
         if scoped_target(o) is not None and scoped_target(o) not in names:
             raise SettingsError(f"{o}: policy {scoped_target(o)!r} is not among the compared "
@@ -339,6 +361,7 @@ def run_compare(settings: CompareConfig, cfg: DictConfig, name: str = "compare",
     every core, resumable, one MLflow child run per job); compare.csv, compare.json, sweep.json
     and whatever ``finish(rows, folder)`` adds, swapped into the run dir as one whole folder.
     Rows of failed jobs are left out (the sweep lists them)."""
+    from memlens._util.parallel import release_workers
     from memlens.runs.interrupts import interruptible
     from memlens.runs.sweep import execute, new_sweep_id, parent_tags, plan
     from memlens.runs.tracking import log_run, mlflow_run
@@ -369,6 +392,7 @@ def run_compare(settings: CompareConfig, cfg: DictConfig, name: str = "compare",
             events = {p: t.n_events for p, t in traces.items()}
             del traces  # the sweep's jobs load their own (memlens.runs.pipeline.forget_traces)
             sweep = execute(settings, specs, parent, settings.resume, events, sweep_id)
+            release_workers()  # they exit on the other cores while the tables are written
         rows = [Row({**o.report.row(), "policy": o.job.policy_name}, o.report)
                 for o in sweep.outcomes if o.report is not None]  # fmt: skip
         for o in sweep.outcomes:

@@ -28,7 +28,7 @@ import traceback
 import uuid
 from dataclasses import dataclass, field, fields
 
-from memlens._util.parallel import connect_ray, run_parallel, workers
+from memlens._util.parallel import connect_ray, run_parallel, start_workers, workers
 from memlens.analyze.metrics import PER_TRACE_KEY
 from memlens.analyze.report import Report, git_commit
 from memlens.config.schema import (
@@ -42,6 +42,7 @@ from memlens.kernels.warm import COMPILE_S, compile_seconds
 from memlens.policy import announce_budgets
 from memlens.runs import resume
 from memlens.runs.pipeline import ROW_ANALYZERS, forget_traces, load_trace, run
+from memlens.trace.cache import cached_events
 from memlens.trace.features import CONTENT_FEATURES_KEY
 
 #: Per-trace caches every job of a sweep reads, kept on a worker's trace between batches: the
@@ -193,6 +194,33 @@ def batch_weights(policies: dict[str, object]) -> dict[str, float]:
     """Per policy name, how much heavier a job of it is than a plain one: the policy's
     ``sweep_weight`` (a class attribute; 1 when absent), for :func:`job_batches`' order."""
     return {name: float(getattr(p, "sweep_weight", 1.0)) for name, p in policies.items()}
+
+
+def start_workers_ahead(settings: CompareConfig, n_policies: int) -> None:
+    """Start the workers of the sweep ``settings`` describes (``n_policies`` policies on
+    every trace and budget) while the caller still checks its settings on one core
+    (``memlens.cli.replay.check_jobs``): their imports and parsed traces, 1.5 s before the
+    first job of a compare over 5,800 streams (issue 34), then overlap the composing of the
+    policies.  Only as many as :func:`execute` will want (loky, not sharded), counted from
+    the events in the traces' cache entries: a trace without one is parsed by the main
+    process first, which takes longer than starting workers."""
+    if settings.backend != "loky" or settings.shards or not settings.trace_cache:
+        return
+    paths = settings.traces or [settings.trace]
+    events = [cached_events(p) for p in paths]
+    if None in events:
+        return
+    per_trace = n_policies * len(settings.budgets)
+    n = workers(settings.n_jobs, per_trace * len(paths), per_trace * sum(events),
+                settings.parallel_min_events)  # fmt: skip
+    start_workers(n, warm_worker, (settings, list(dict.fromkeys(paths))))
+
+
+def warm_worker(task: tuple[CommonConfig, list[str]]) -> None:
+    """In a worker started ahead: the traces its jobs will load (``load_trace`` keeps them)."""
+    settings, paths = task
+    for path in paths:
+        load_trace(settings, path)
 
 
 def compile_before_fan_out(settings: CommonConfig, todo: list[Job],

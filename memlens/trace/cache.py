@@ -13,8 +13,11 @@ fails validation is never cached.  Turn the cache off with ``trace_cache=false``
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
+
+import numpy as np
 
 from memlens._util import safecache
 from memlens._util.cachedir import cache_dir
@@ -60,3 +63,17 @@ def load_trace_cached(
             arrays, meta = trace.to_arrays()
             safecache.store(entry, KIND, arrays, meta)
     return trace
+
+
+def cached_events(
+    path: str | os.PathLike, directory: str | os.PathLike | None = None
+) -> int | None:
+    """How many events the trace at ``path`` has, read from its cache entry's header alone
+    (not verified: a hint, for how many workers a sweep over it will start), or None when it
+    has no entry (or the header cannot be read)."""
+    try:
+        with np.load(entry_path(path, directory), allow_pickle=False) as z:
+            header = json.loads(z["__header__"].tobytes())
+        return int(dict((name, shape) for name, _, shape in header["arrays"])["ev_kind"][0])
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None

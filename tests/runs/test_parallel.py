@@ -154,3 +154,86 @@ def test_job_batches_hand_out_the_heaviest_first_and_results_keep_job_order():
                                                          "lru", "window"]  # fmt: skip
     assert sorted(i for b in batches for i in b) == list(range(16))
     assert job_batches(jobs, 2) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15]]
+
+
+def _wait_for_peers(folder: str) -> int:
+    """A task started ahead: registers its process, then waits until two have (so each of
+    the two workers took one)."""
+    import time
+
+    Path(folder, str(os.getpid())).touch()
+    while len(os.listdir(folder)) < 2:
+        time.sleep(0.01)
+    return os.getpid()
+
+
+def _pid(_: int) -> int:
+    return os.getpid()
+
+
+def test_workers_started_ahead_run_the_sweep_and_are_let_go(tmp_path):
+    """``start_workers`` starts the pool the next ``run_parallel`` of that size uses (no new
+    processes); ``release_workers`` lets it go, and a later sweep starts its own."""
+    import warnings
+
+    from memlens._util import parallel
+
+    parallel.start_workers(2, _wait_for_peers, str(tmp_path))
+    results = dict(run_parallel(_pid, range(6), 2))
+    started = {int(p.name) for p in tmp_path.iterdir()}
+    assert len(started) == 2 and set(results.values()) <= started
+    parallel.release_workers()
+    parallel.start_workers(2, _pid, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # joblib's "tasks cancelled" warning is not shown
+        parallel.release_workers(kill=True)
+    assert sorted(dict(run_parallel(_pid, range(3), 2))) == [0, 1, 2]
+
+
+def test_a_sweep_starts_workers_ahead_only_when_it_will_use_them(tmp_path, monkeypatch):
+    """``start_workers_ahead``: as many as ``execute`` will want, counted from the trace's
+    cache entry (none without one, none for a sweep below ``parallel_min_events``)."""
+    import numpy as np
+
+    from memlens.config.schema import CompareConfig
+    from memlens.runs import sweep
+    from memlens.testing import random_events
+    from memlens.trace.cache import cached_events, load_trace_cached
+    from memlens.trace.io import write_trace
+
+    monkeypatch.setenv("MEMLENS_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "t.jsonl"
+    write_trace(path, random_events(np.random.default_rng(3), n_events=200, n_streams=3))
+    started = []
+    monkeypatch.setattr(sweep, "start_workers", lambda n, fn, task: started.append((n, task)))
+    settings = CompareConfig(trace=str(path), budgets=[256, 512], n_jobs=2,
+                             parallel_min_events=0)  # fmt: skip
+    assert cached_events(path) is None
+    sweep.start_workers_ahead(settings, 3)
+    assert started == []  # no cache entry yet: the main process parses it first
+    n_events = load_trace_cached(path).n_events
+    assert cached_events(path) == n_events
+    sweep.start_workers_ahead(settings, 3)
+    assert started == [(2, (settings, [str(path)]))]
+    started.clear()
+    big = CompareConfig(trace=str(path), budgets=[256, 512], n_jobs=2,
+                        parallel_min_events=6 * n_events + 1)  # fmt: skip
+    sweep.start_workers_ahead(big, 3)
+    assert started == [(1, (big, [str(path)]))]  # 1: start_workers starts none
+
+
+def test_a_failed_check_stops_the_workers_started_ahead_silently(tmp_path, trace):
+    """A compare whose workers started ahead (its trace has a cache entry) and whose check
+    then fails exits 2 with its one error line: no worker's output, no joblib warning."""
+    from memlens.trace.cache import load_trace_cached
+
+    load_trace_cached(trace)  # the entry that lets the compare start its workers ahead
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    proc = subprocess.run([*MEMLENS, "compare", f"trace={trace}", "policies=[lru,bogus]",
+                           "n_jobs=2", "parallel_min_events=0", "mlflow.enabled=false",
+                           f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path,
+                          capture_output=True, text=True, env=env)  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [proc.stderr.splitlines()[0]]
+    assert proc.stderr.startswith("error: unknown policy 'bogus'")
+    assert not (tmp_path / "run").exists()
