@@ -1,3 +1,3 @@
-from memlens.cli.main import main
+from memlens.cli.main import run
 
-main()
+run()

@@ -122,5 +122,19 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
 
 
+def run() -> None:
+    """The ``memlens`` command line (its console script and ``python -m memlens``):
+    :func:`main`, then the process ends without its modules' teardown
+    (``memlens._util.exits.exit_now``: threads, ``atexit`` handlers and streams are seen to
+    first).  An uncaught exception ends it as Python would."""
+    from memlens._util.exits import exit_now
+
+    try:
+        main()
+    except SystemExit as exc:
+        exit_now(exc.code)
+    exit_now(0)
+
+
 if __name__ == "__main__":
-    main()
+    run()
