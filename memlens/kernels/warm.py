@@ -203,6 +203,19 @@ def intervals_stage() -> Stage:
     return Stage("intervals", ("kernels/bootstrap.py",), run)
 
 
+def features_stage() -> Stage:
+    """The content features' two passes (``memlens.trace.features``): besides the three
+    policies whose stages compute them, the event log's values and request-time retrieval's
+    priors read them whatever the policy, so they are compiled for every run."""
+
+    def run() -> None:
+        from memlens.trace.features import text_features
+
+        text_features(["Error at app.py line 42, said Alice", "x"])
+
+    return Stage("content features", ("trace/features.py",), run)
+
+
 def scans_trace(path: str) -> bool:
     """Whether loading ``path`` runs the compiled scanner (a file large enough)."""
     from memlens.trace.bulk.parse import SCAN_MIN_BYTES
@@ -225,7 +238,7 @@ def stages_for(policies: list, *, demand_fetch: bool, seed: int, oracle: bool,
         out.append(oracle_stage(demand_fetch))
     if tiers and policies:  # simulate: the tier replay and the event log's values
         out += [tiers_stage(policies[0]), values_stage(policies[0])]
-    return [*out, intervals_stage()]
+    return [*out, features_stage(), intervals_stage()]
 
 
 def stage_labels(policy, oracle: bool) -> list[str]:

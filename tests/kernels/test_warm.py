@@ -105,13 +105,15 @@ def test_the_stages_a_run_needs(tmp_path, monkeypatch):
     small.write_text("{}\n")
     stages = warm.stages_for([LRU(), RuleScorer(), LRU(), Oracle()], demand_fetch=False,
                              seed=0, oracle=True, traces=[str(small)])  # fmt: skip
-    assert [s.label for s in stages] == ["lru", "rule", "oracle", "intervals"]  # oracle: once
+    assert [s.label for s in stages] == ["lru", "rule", "oracle", "content features",  # oracle:
+                                         "intervals"]  # once  # fmt: skip
     assert [s.label for s in warm.stages_for([LRU()], demand_fetch=False, seed=0, oracle=False,
-                                             tiers=True)] == ["lru", "tiers", "event log values", "intervals"]  # fmt: skip
+                                             tiers=True)] == ["lru", "tiers", "event log values",
+                                                              "content features", "intervals"]  # fmt: skip
     monkeypatch.setattr(parse, "SCAN_MIN_BYTES", 2)  # a trace the compiled scanner reads
     labels = [s.label for s in warm.stages_for([], demand_fetch=False, seed=0, oracle=False,
                                                traces=[str(small)])]  # fmt: skip
-    assert labels == ["trace reader", "intervals"]
+    assert labels == ["trace reader", "content features", "intervals"]
 
 
 def test_every_process_shares_one_kernel_cache(tmp_path):
