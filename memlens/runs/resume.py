@@ -130,8 +130,11 @@ def save(key: str, report: Report, directory: str | Path | None = None) -> bool:
     fields = {f.name: getattr(report, f.name) for f in dataclasses.fields(Report)}
     fields["intervals"] = {k: iv.to_dict() for k, iv in report.intervals.items()}
     fields["stream_parts"] = parts
-    meta = json.loads(json.dumps(fields, default=_plain))
-    return safecache.store(entry_path(key, directory), KIND, arrays, meta)
+    # encoded once, by the entry's header (a round trip through json first doubled the cost),
+    # deflated at level 1: a 5,800-stream job's entry took 0.35 s of the main process, 40 of
+    # them 14 s of a compare's one core
+    return safecache.store(entry_path(key, directory), KIND, arrays, fields, default=_plain,
+                           level=1)  # fmt: skip
 
 
 def _decode(arrays: dict, meta: dict) -> Report:
