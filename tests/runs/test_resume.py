@@ -200,3 +200,25 @@ def test_the_key_changes_when_a_named_model_file_is_retrained_in_place(tmp_path)
     assert resume.job_key(settings, "t" * 64) == key
     model.write_bytes(model.read_bytes() + b"\n")  # "retrained": other bytes, same path
     assert resume.job_key(settings, "t" * 64) != key
+
+
+def test_a_stored_report_holds_what_a_json_round_trip_of_it_holds(tmp_path):
+    """``save`` encodes the report once, in the entry's header (``default=_plain``), where it
+    used to round-trip it through json first: the header's metadata is the same text."""
+    import dataclasses
+
+    import numpy as np
+
+    from memlens.config.compose import run_settings
+    from memlens.runs.pipeline import run
+
+    settings = run_settings(["policy=lru", "budget=512", "mlflow.enabled=false"])
+    _, report = run(settings)
+    assert resume.save("cd" * 32, report, tmp_path)
+    with np.load(resume.entry_path("cd" * 32, tmp_path), allow_pickle=False) as z:
+        header = json.loads(z["__header__"].tobytes())
+    fields = {f.name: getattr(report, f.name) for f in dataclasses.fields(Report)}
+    fields["intervals"] = {k: iv.to_dict() for k, iv in report.intervals.items()}
+    fields["stream_parts"] = {name: i for i, name in enumerate(report.stream_parts)}
+    old = json.loads(json.dumps(fields, default=resume._plain))
+    assert json.dumps(header["meta"]) == json.dumps(old)
