@@ -48,6 +48,14 @@ def _trace(path: str, trace_cache: bool):
     return _TRACE[(path, trace_cache)]
 
 
+def keep_trace(path: str, trace_cache: bool, trace) -> None:
+    """Give this worker's chunks a trace it holds already (a sweep's worker started ahead has
+    parsed it: ``memlens.runs.sweep.warm_worker``), rather than read it a second time and
+    hold two copies of it (1.1 s and 200 MB per worker on 5,800 streams)."""
+    _TRACE.clear()
+    _TRACE[(path, trace_cache)] = trace
+
+
 def _solve_chunk(task: tuple) -> tuple:
     path, trace_cache, budget, demand_fetch, settings, lo, hi = task
     start = time.perf_counter()

@@ -217,10 +217,15 @@ def start_workers_ahead(settings: CompareConfig, n_policies: int) -> None:
 
 
 def warm_worker(task: tuple[CommonConfig, list[str]]) -> None:
-    """In a worker started ahead: the traces its jobs will load (``load_trace`` keeps them)."""
+    """In a worker started ahead: the traces its jobs will load (``load_trace`` keeps them);
+    the first is also the oracle's, for the bounds solved before the jobs
+    (``memlens.oracle.batch.keep_trace``: one copy, not two)."""
     settings, paths = task
-    for path in paths:
-        load_trace(settings, path)
+    traces = [load_trace(settings, path) for path in paths]
+    if settings.oracle.enabled and traces:
+        from memlens.oracle.batch import keep_trace
+
+        keep_trace(paths[0], settings.trace_cache, traces[0])
 
 
 def compile_before_fan_out(settings: CommonConfig, todo: list[Job],

@@ -237,3 +237,26 @@ def test_a_failed_check_stops_the_workers_started_ahead_silently(tmp_path, trace
     assert proc.stderr.splitlines() == [proc.stderr.splitlines()[0]]
     assert proc.stderr.startswith("error: unknown policy 'bogus'")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_worker_started_ahead_gives_the_oracle_the_trace_it_loaded(tmp_path, monkeypatch):
+    """``warm_worker`` loads the sweep's traces and hands the first to the oracle's chunks
+    (``memlens.oracle.batch.keep_trace``): the same object, not a second copy."""
+    import numpy as np
+
+    from memlens.config.schema import CompareConfig
+    from memlens.oracle import batch
+    from memlens.runs import sweep
+    from memlens.runs.pipeline import forget_traces, load_trace
+    from memlens.testing import random_events
+    from memlens.trace.io import write_trace
+
+    monkeypatch.setenv("MEMLENS_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "t.jsonl"
+    write_trace(path, random_events(np.random.default_rng(5), n_events=150, n_streams=2))
+    settings = CompareConfig(trace=str(path), budgets=[256])
+    forget_traces()
+    sweep.warm_worker((settings, [str(path)]))
+    assert batch._trace(str(path), True) is load_trace(settings, str(path))
+    forget_traces()
+    batch._TRACE.clear()
