@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
+import orjson
 from isal import isal_zlib
 
 from memlens._util.cachedir import KINDS, cache_dir
@@ -211,7 +212,7 @@ def _read(path: Path, kind: str) -> tuple[dict[str, np.ndarray], dict]:
         raise ValueError("not an .npz archive")
     with z:
         header_bytes, digest = _bytes(z[_HEADER]), _bytes(z[_DIGEST])
-        header = json.loads(header_bytes)
+        header = _parse_header(header_bytes)
         if header["format"] != FORMAT or header["kind"] != kind:
             raise ValueError(
                 f"{header['kind']!r} entry of format {header['format']!r}, "
@@ -243,6 +244,17 @@ def _read(path: Path, kind: str) -> tuple[dict[str, np.ndarray], dict]:
     if h.digest() != digest:
         raise ValueError("checksum mismatch")
     return arrays, header["meta"]
+
+
+def _parse_header(text: bytes):
+    """``json.loads(text)``, by orjson where it can (a finished job's header holds every
+    stream's metrics: 55 ms a job by ``json`` on 5,800 streams, a quarter of that by orjson);
+    what orjson refuses (the NaN and infinity ``json`` writes, integers beyond 64 bits) goes
+    to ``json``, so the same document comes back."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 def _raw_member(fh, info: zipfile.ZipInfo) -> bytes:

@@ -555,3 +555,13 @@ def test_digest_is_blake2b_over_the_bytes_as_written_before():
         h.update(f"\0{name}\0{a.dtype.str}\0{a.shape}\0".encode())
         h.update(np.ascontiguousarray(a).tobytes())
     assert safecache._digest(header, arrays) == h.digest()
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+                    lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+                    max_leaves=30))  # fmt: skip
+def test_a_header_reads_back_as_json_reads_it(meta):
+    """Headers are parsed by orjson, and by ``json`` where orjson refuses (NaN, infinity,
+    integers beyond 64 bits): the document ``json.loads`` gives, whatever ``json`` wrote."""
+    text = json.dumps({"meta": meta}).encode()
+    assert json.dumps(safecache._parse_header(text)) == json.dumps(json.loads(text))
