@@ -141,6 +141,17 @@ def _join_started() -> None:
             pass
 
 
+@contextlib.contextmanager
+def released_on_error() -> Iterator[None]:
+    """Stop the workers :func:`start_workers` started if the block raises (a check failed:
+    the command exits before its sweep)."""
+    try:
+        yield
+    except BaseException:
+        release_workers(kill=True)
+        raise
+
+
 def release_workers(kill: bool = False) -> None:
     """Shut the worker pool down without waiting: a finished sweep's workers (a gigabyte of
     trace each) then exit on the other cores while this process writes its tables, instead

@@ -230,9 +230,10 @@ def _read(path: Path, kind: str) -> tuple[dict[str, np.ndarray], dict]:
             open(path, "rb") as fh,
         ):
             infos = {i.filename: i for i in z.zip.infolist()}
-            raws = [(d, infos[f"{d[0]}.npy"], _raw_member(fh, infos[f"{d[0]}.npy"]))
-                    for d in declared]  # fmt: skip
-            members = [(d, pool.submit(_member_array, info, raw)) for d, info, raw in raws]
+            members = []
+            for d in declared:  # each member inflated while the next is read
+                info = infos[f"{d[0]}.npy"]
+                members.append((d, pool.submit(_member_array, info, _raw_member(fh, info))))
             for (name, dtype, shape), member in members:
                 a = member.result()
                 if a.dtype.str != dtype or list(a.shape) != shape or a.dtype.kind not in _NUMERIC:

@@ -159,22 +159,16 @@ def check_jobs(settings: CompareConfig, names: list[str]) -> Callable[[], None]:
     """``compare``'s and ``recommend``'s checks of the policies ``names`` and of every trace;
     returns the deferred trace parse.  The sweep's workers start meanwhile
     (``memlens.runs.sweep.start_workers_ahead``); a failed check stops them."""
-    from memlens._util.parallel import release_workers
+    from memlens._util.parallel import released_on_error
     from memlens.runs.sweep import start_workers_ahead
 
     start_workers_ahead(settings, len(names))
-    try:
+    with released_on_error():
         load = _check_jobs(settings, names)
-    except BaseException:
-        release_workers(kill=True)
-        raise
 
     def deferred() -> None:
-        try:
+        with released_on_error():
             load()
-        except BaseException:
-            release_workers(kill=True)
-            raise
 
     return deferred
 
