@@ -31,6 +31,13 @@ def exit_code(code: object) -> int:
     return 1
 
 
+def watched() -> bool:
+    """Whether a profiler, tracer or debugger is attached (``sys.setprofile``/``settrace``):
+    such a tool writes what it gathered after the program returns, which ``os._exit`` would
+    skip (``python -m cProfile -o out -m memlens ...`` left no ``out``)."""
+    return sys.getprofile() is not None or sys.gettrace() is not None
+
+
 def exit_now(code: object = 0) -> None:
     """Wait for threads, run ``atexit`` handlers, flush, and end with ``exit_code(code)``."""
     status = exit_code(code)

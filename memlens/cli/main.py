@@ -126,9 +126,14 @@ def run() -> None:
     """The ``memlens`` command line (its console script and ``python -m memlens``):
     :func:`main`, then the process ends without its modules' teardown
     (``memlens._util.exits.exit_now``: threads, ``atexit`` handlers and streams are seen to
-    first).  An uncaught exception ends it as Python would."""
-    from memlens._util.exits import exit_now
+    first).  An uncaught exception ends it as Python would.  Under a profiler, tracer or
+    debugger (``python -m cProfile -m memlens``, coverage, pdb) the process exits as Python
+    does: the tool writes its results after the command returns."""
+    from memlens._util.exits import exit_now, watched
 
+    if watched():
+        main()
+        return
     try:
         main()
     except SystemExit as exc:

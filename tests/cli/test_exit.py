@@ -52,3 +52,15 @@ def test_the_command_line_keeps_its_exit_codes(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "memlens", "nosuchcommand"],
                          capture_output=True, text=True, cwd=tmp_path)  # fmt: skip
     assert bad.returncode == 2 and "unknown command 'nosuchcommand'" in bad.stderr
+
+
+def test_a_profiled_command_keeps_its_profile(tmp_path):
+    """Under ``python -m cProfile -o``, the command exits as Python does, so the profiler
+    writes its file (``os._exit`` would skip it)."""
+    out = tmp_path / "help.prof"
+    proc = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(out), "-m", "memlens",
+                           "--help"], capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: memlens")
+    import pstats
+
+    assert pstats.Stats(str(out)).total_calls > 0
