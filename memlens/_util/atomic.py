@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,12 +74,36 @@ def dumps_flat_lists(obj, level: int = 0) -> str:
         items = [f"{inner}{json.dumps(str(k))}: {dumps_flat_lists(v, level + 1)}"
                  for k, v in obj.items()]  # fmt: skip
         return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    if _is_vector(obj):  # a list of numbers, as ``tolist`` gives
+        return _number_array(obj)
     if isinstance(obj, (list, tuple)):
         if not obj or isinstance(obj[0], _SCALARS):  # (a container further on: one line too)
             return _scalar_list(obj)
         items = [f"{inner}{dumps_flat_lists(v, level + 1)}" for v in obj]
         return "[\n" + ",\n".join(items) + f"\n{pad}]"
     return _FLAT.encode(obj)
+
+
+def _is_vector(obj) -> bool:
+    """Whether ``obj`` is a 1-d numpy array (numpy is not imported for it: this module is)."""
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(obj, numpy.ndarray) and obj.ndim == 1
+
+
+def _number_array(values) -> str:
+    """A 1-d array as :func:`_scalar_list` writes its ``tolist()``: orjson reads the array's
+    own buffer (two and a half times faster, no Python float made per number), and writes
+    each number as it writes the Python number (both shortest round-trip forms); any other
+    array, or one holding NaN or infinity, goes through ``tolist``."""
+    kind, size = values.dtype.kind, values.dtype.itemsize
+    if (kind == "f" and size == 8) or kind in "iub":  # float32: orjson writes its own digits
+        try:
+            raw = orjson.dumps(values, option=orjson.OPT_SERIALIZE_NUMPY)
+        except TypeError:  # a dtype orjson does not take (orjson.JSONEncodeError)
+            raw = b'"'
+        if b"null" not in raw and b'"' not in raw:
+            return raw.replace(b",", b", ").decode()
+    return _scalar_list(values.tolist())
 
 
 def _scalar_list(items: list | tuple) -> str:

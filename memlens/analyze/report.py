@@ -82,10 +82,13 @@ class Report:
             "warnings": self.warnings,
         }
 
-    def parts_dict(self) -> dict:
-        """The raw per-stream parts as JSON: every metric's num and den (null: a total)."""
+    def parts_dict(self, arrays: bool = False) -> dict:
+        """The raw per-stream parts as JSON: every metric's num and den (null: a total);
+        with ``arrays``, the arrays themselves, for a writer that encodes them as those lists
+        (``memlens._util.atomic.dumps_flat_lists``)."""
+        as_list = (lambda a: a) if arrays else (lambda a: a.tolist())
         parts = {
-            k: {"num": num.tolist(), "den": None if den is None else den.tolist()}
+            k: {"num": as_list(num), "den": None if den is None else as_list(den)}
             for k, (num, den) in self.stream_parts.items()
         }
         return {"streams": list(self.stream_names), "metrics": parts}

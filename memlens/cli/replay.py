@@ -323,13 +323,14 @@ class Row:
     report: Report
     vs: dict[str, Interval] = field(default_factory=dict)
 
-    def to_json(self, columns: list[str], reference: str | None) -> dict:
+    def to_json(self, columns: list[str], reference: str | None, arrays: bool = False) -> dict:
         """One compare.json row: every metric, its interval, the raw per-stream parts and the
-        difference to the reference (so any other test can be run later)."""
+        difference to the reference (so any other test can be run later); ``arrays``: the
+        parts as arrays, for ``write_json``, which writes them as their lists."""
         out = {c: self.values.get(c) for c in columns}
         out["trace_path"] = self.report.trace["path"]
         out["intervals"] = {k: iv.to_dict() for k, iv in self.report.intervals.items()}
-        out["stream_parts"] = self.report.parts_dict()
+        out["stream_parts"] = self.report.parts_dict(arrays)
         if reference is not None:
             out["vs_reference"] = {
                 "reference": reference,
@@ -356,6 +357,7 @@ def run_compare(settings: CompareConfig, cfg: DictConfig, name: str = "compare",
     and whatever ``finish(rows, folder)`` adds, swapped into the run dir as one whole folder.
     Rows of failed jobs are left out (the sweep lists them)."""
     from memlens._util.parallel import release_workers
+    from memlens.analyze.stats import preload_kernel
     from memlens.runs.interrupts import interruptible
     from memlens.runs.sweep import execute, new_sweep_id, parent_tags, plan
     from memlens.runs.tracking import log_run, mlflow_run
@@ -383,6 +385,7 @@ def run_compare(settings: CompareConfig, cfg: DictConfig, name: str = "compare",
                 sweep = execute_sharded(settings, specs, parent, settings.resume, sweep_id)
         else:
             presolve_oracle(settings, traces)
+            preload_kernel()  # the intervals' kernel, loaded while the workers run the jobs
             events = {p: t.n_events for p, t in traces.items()}
             del traces  # the sweep's jobs load their own (memlens.runs.pipeline.forget_traces)
             sweep = execute(settings, specs, parent, settings.resume, events, sweep_id)
@@ -461,7 +464,9 @@ def write_compare(out_dir: Path, rows: list[Row], reference: str | None) -> None
                                     for b in ("", "_low", "_high")]]  # fmt: skip
     write_text(out_dir / "compare.csv", to_csv(flat, csv_cols))
     write_json(
-        out_dir / "compare.json", [r.to_json(columns, reference) for r in rows], flat_lists=True
+        out_dir / "compare.json",
+        [r.to_json(columns, reference, True) for r in rows],
+        flat_lists=True,
     )  # per-stream parts: long number lists
 
 

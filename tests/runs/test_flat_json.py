@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given
+from hypothesis.extra import numpy as hnp
 from hypothesis import strategies as st
 
 from memlens._util.atomic import dumps_flat_lists, write_json
@@ -57,3 +59,25 @@ def test_non_finite_numbers_in_a_number_list_are_refused(tmp_path, bad):
     """orjson writes NaN and infinity as null; the list falls back to json, which refuses."""
     with pytest.raises(ValueError):
         write_json(tmp_path / "x.json", {"a": [1.0, 2.5, bad]}, flat_lists=True)
+
+
+@given(
+    hnp.arrays(
+        st.sampled_from([np.float64, np.float32, np.int64, np.int32, np.uint8, np.bool_]),
+        st.integers(0, 30),
+        elements={"allow_nan": False, "allow_infinity": False},
+    )
+)
+def test_an_array_is_written_as_its_list(values):
+    """A 1-d array (compare.json's per-stream parts) is written byte for byte as its
+    ``tolist()``: orjson reads float64 and integer buffers directly; float32 (whose digits
+    orjson writes its own way) goes through the list."""
+    doc = {"x": {"num": values, "den": None}}
+    listed = {"x": {"num": values.tolist(), "den": None}}
+    assert dumps_flat_lists(doc, 1) == dumps_flat_lists(listed, 1)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_numbers_in_an_array_are_refused(tmp_path, bad):
+    with pytest.raises(ValueError):
+        write_json(tmp_path / "x.json", {"a": np.array([1.0, bad])}, flat_lists=True)
