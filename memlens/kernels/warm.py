@@ -204,14 +204,17 @@ def intervals_stage() -> Stage:
 
 
 def features_stage() -> Stage:
-    """The content features' two passes (``memlens.trace.features``): besides the three
+    """The content features' compiled passes (``memlens.trace.features``: the shapes, the
+    keywords, the distinct texts): besides the three
     policies whose stages compute them, the event log's values and request-time retrieval's
     priors read them whatever the policy, so they are compiled for every run."""
 
     def run() -> None:
-        from memlens.trace.features import text_features
+        from memlens.trace.features import distinct_packed, text_features
+        from memlens.trace.packed import PackedStrings
 
         text_features(["Error at app.py line 42, said Alice", "x"])
+        distinct_packed(PackedStrings.from_strings(["a", "b", "a"]))
 
     return Stage("content features", ("trace/features.py",), run)
 

@@ -390,13 +390,66 @@ def _distinct_bytes(trace: Trace, column: str) -> tuple[list[bytes], np.ndarray]
     key = ("bytes", column)
     if key not in cache:
         texts = getattr(trace, column)
-        first: dict[bytes, int] = {}  # each text's first position (setdefault keeps the first)
-        at = np.fromiter(map(first.setdefault, texts.iter_bytes(), itertools.count()), np.int64,
-                         count=len(texts))  # fmt: skip
-        number = np.empty(len(texts), np.int64)
-        number[np.fromiter(first.values(), np.int64, len(first))] = np.arange(len(first))
-        cache[key] = (list(first), number[at])
+        number, first = distinct_packed(texts)
+        view, bounds = memoryview(texts.data), texts.offsets
+        starts, ends = bounds[first].tolist(), bounds[first + 1].tolist()
+        cache[key] = ([view[a:b].tobytes() for a, b in zip(starts, ends)], number)
     return cache[key]
+
+
+def distinct_packed(texts: PackedStrings) -> tuple[np.ndarray, np.ndarray]:
+    """Each string's number among the distinct ones (first seen first) and where each
+    distinct one is first seen: what a dictionary from bytes to first position gives, in one
+    compiled pass over the buffer (a hash table whose probes compare the bytes themselves,
+    so equal numbers mean equal strings), not a Python object per string (0.7 s per column
+    of 700,000 texts, computed by several policies' preparations of a compare)."""
+    n = len(texts)
+    size = 1 << max(4, (2 * n).bit_length())  # at most half full
+    return _compiled(_distinct_scan)(texts.data, texts.offsets, n, size)
+
+
+def _distinct_scan(data, offsets, n, size):  # pragma: no cover - compiled (_compiled)
+    """Open addressing with linear probing over FNV-1a-style hashes of the strings' bytes
+    (eight at a time)."""
+    table = np.full(size, -1, np.int64)  # the number of the distinct string in each slot
+    number = np.empty(n, np.int64)
+    first = np.empty(n, np.int64)
+    found = 0
+    for i in range(n):
+        a, b = offsets[i], offsets[i + 1]
+        h = np.uint64(14695981039346656037)
+        k = a
+        while k + 8 <= b:  # eight bytes a step (the multiplications are the pass's chain)
+            w = np.uint64(0)
+            for q in range(8):
+                w |= np.uint64(data[k + q]) << np.uint64(8 * q)
+            h = (h ^ w) * np.uint64(1099511628211)
+            k += 8
+        while k < b:
+            h = (h ^ np.uint64(data[k])) * np.uint64(1099511628211)
+            k += 1
+        h ^= h >> np.uint64(29)  # the low bits pick the slot: mix the high ones in
+        slot = np.int64(h & np.uint64(size - 1))
+        while True:
+            d = table[slot]
+            if d < 0:  # a new string
+                table[slot] = found
+                first[found] = i
+                number[i] = found
+                found += 1
+                break
+            j = first[d]
+            c, e = offsets[j], offsets[j + 1]
+            same = e - c == b - a
+            k = 0
+            while same and k < b - a:
+                same = data[c + k] == data[a + k]
+                k += 1
+            if same:
+                number[i] = d
+                break
+            slot = (slot + 1) & (size - 1)
+    return number, first[:found].copy()
 
 
 def _distinct_features(trace: Trace) -> tuple[ContentFeatures, np.ndarray]:

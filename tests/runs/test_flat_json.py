@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 from hypothesis import given
-from hypothesis.extra import numpy as hnp
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from memlens._util.atomic import dumps_flat_lists, write_json
 

@@ -1,8 +1,9 @@
 """The content features' compiled passes (``memlens.trace.features``: ``keyword_counts``,
-``shape_counts``) against the implementation they replaced, kept here as the reference: the
-keywords by ``finditer`` pattern by pattern, the shapes by numpy masks over the padded byte
-array shifted against each other.  Same int32 counts, bit for bit, on arbitrary texts; and the
-passes are compiled by the warm-up stages of the policies that read them."""
+``shape_counts``, ``distinct_packed``) against the implementation they replaced, kept here as
+the reference: the keywords by ``finditer`` pattern by pattern, the shapes by numpy masks over
+the padded byte array shifted against each other, the distinct texts by a dictionary.  Same
+results, bit for bit, on arbitrary texts; and the passes are compiled by the warm-up stages of
+the policies that read them."""
 
 from __future__ import annotations
 
@@ -232,7 +233,7 @@ def test_the_stages_of_the_policies_that_read_the_features_compile_them(monkeypa
             continue
         asked.clear()
         stage.run()
-        reads = {"_shape_scan", "_literal_scan"} <= set(asked)
+        reads = {"_shape_scan", "_literal_scan", "_distinct_scan"} <= set(asked)
         assert reads == ("trace/features.py" in stage.sources), name
         readers += [name] * reads
     assert {"rule", "generative_agents", "learned"} <= set(readers)
@@ -247,7 +248,7 @@ def test_a_new_process_loads_the_passes_and_compiles_nothing():
         "from memlens.kernels.warm import tiny_trace\n"
         "from memlens.trace import features as f\n"
         "f.content_features(tiny_trace())\n"
-        "s = [f._compiled(k).stats for k in (f._shape_scan, f._literal_scan)]\n"
+        "s = [f._compiled(k).stats for k in (f._shape_scan, f._literal_scan, f._distinct_scan)]\n"
         "print(json.dumps({'misses': sum(sum(x.cache_misses.values()) for x in s),"
         " 'hits': [sum(x.cache_hits.values()) for x in s]}))\n"
     )
@@ -255,3 +256,34 @@ def test_a_new_process_loads_the_passes_and_compiles_nothing():
                           check=True)  # fmt: skip
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["misses"] == 0 and min(got["hits"]) >= 1
+
+
+# ----------------------------------------------------------------------------- distinct texts
+def reference_distinct(texts: list[str]) -> tuple[list[bytes], np.ndarray]:
+    """Each text's number among the distinct ones, first seen first, by a dictionary."""
+    first: dict[bytes, int] = {}
+    number = [first.setdefault(t.encode(), len(first)) for t in texts]
+    return list(first), np.asarray(number, np.int64)
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from(["", "a", "ab", "ba", "é", "a" * 9, "a" * 8 + "b", "x\x00y"])
+                | str_texts, max_size=60))  # fmt: skip
+def test_distinct_texts_number_as_a_dictionary_does(texts):
+    """Duplicates, empty strings, non-ASCII, strings one byte apart past the first eight: the
+    compiled hash table numbers them as a dictionary from bytes does (with up to 60 strings in
+    a table of 128 slots, probes collide and walk on)."""
+    from memlens.trace.packed import PackedStrings
+
+    packed = PackedStrings.from_strings(texts)
+    number, first = features.distinct_packed(packed)
+    distinct, want = reference_distinct(texts)
+    assert np.array_equal(number, want)
+    assert [texts[i].encode() for i in first.tolist()] == distinct
+
+
+def test_distinct_texts_of_a_trace_column_by_hand():
+    from memlens.trace.packed import PackedStrings
+
+    number, first = features.distinct_packed(PackedStrings.from_strings(["b", "a", "b", "", "a"]))
+    assert number.tolist() == [0, 1, 0, 2, 1] and first.tolist() == [0, 1, 3]
