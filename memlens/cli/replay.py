@@ -190,7 +190,7 @@ def _check_jobs(settings: CompareConfig, names: list[str]) -> Callable[[], None]
         check_files(settings, [], list(policies.values()))
         return trace_splitter(settings, traces, list(policies.values()))
     check_files(settings, traces, list(policies.values()))
-    return trace_loader(settings, traces, list(policies.values()))
+    return trace_loader(settings, traces, list(policies.values()), whole=settings.oracle.enabled)
 
 
 def check_compare(cfg: DictConfig) -> Callable[[], None]:
@@ -214,9 +214,10 @@ def _hydra_files() -> list[str]:
     return [n for n in (hydra.output_subdir, f"{hydra.job.name}.log") if n]
 
 
-def _load(settings: CommonConfig, path: str | None = None):
+def _load(settings: CommonConfig, path: str | None = None, whole: bool = True):
     """The parsed trace, or with ``shards`` its ``memlens.trace.shard.ShardSet`` (never parsed
-    whole); a bad trace: one ``error:`` line, exit 2."""
+    whole), or without ``whole`` only its hash and sizes when its cache entry has them
+    (``memlens.runs.pipeline.trace_facts``); a bad trace: one ``error:`` line, exit 2."""
     with trace_errors():
         if settings.shards:
             from memlens.runs.sharded import no_requests, split
@@ -225,6 +226,10 @@ def _load(settings: CommonConfig, path: str | None = None):
             if (err := no_requests(shards, path or settings.trace)) is not None:
                 raise err
             return shards
+        if not whole:
+            from memlens.runs.pipeline import trace_facts
+
+            return trace_facts(settings, path)
         return load_trace(settings, path)
 
 
@@ -367,7 +372,8 @@ def run_compare(settings: CompareConfig, cfg: DictConfig, name: str = "compare",
     if note is not None:
         print(note, file=sys.stderr)
     jobs = list(compare_jobs(settings))
-    traces = {p: _load(settings, p) for p in dict.fromkeys(job[0] for job in jobs)}  # validated
+    traces = {p: _load(settings, p, whole=settings.oracle.enabled)  # validated
+              for p in dict.fromkeys(job[0] for job in jobs)}  # fmt: skip
     specs = plan(settings, jobs, {p: t.sha256 for p, t in traces.items()})
     out_dir = _run_dir()
     sweep_id = new_sweep_id()

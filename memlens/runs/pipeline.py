@@ -43,7 +43,7 @@ from memlens.retrieval.setup import (
 )
 from memlens.retrieval.tiers import TIER_NAMES, TierLog, replay_tiers
 from memlens.simulator import SimResult, simulate
-from memlens.trace.cache import load_trace_cached
+from memlens.trace.cache import CachedFacts, cached_facts, load_trace_cached
 from memlens.trace.io import TraceError, check_trace_file
 from memlens.trace.model import Trace
 
@@ -71,6 +71,25 @@ def load_trace(settings: CommonConfig, path: str | None = None,
         raise TraceError(path, 0, None, "no requests in the trace: nothing to replay "
                                         f"({trace.n_events} events, none a request)")  # fmt: skip
     return trace
+
+
+def trace_facts(settings: CommonConfig, path: str | None = None) -> Trace | CachedFacts:
+    """The trace's hash, events and requests for a process that will not replay it: the
+    parsed trace if this process holds it, else its cache entry's header
+    (``memlens.trace.cache.cached_facts``); parsed (:func:`load_trace`) when neither.  A
+    trace without a request is refused as :func:`load_trace` refuses it."""
+    path = str(path or settings.trace)
+    check_trace_file(path)
+    held = _TRACES.get((str(Path(path).resolve()), bool(settings.trace_cache)))
+    if held is not None or not settings.trace_cache:
+        return held or load_trace(settings, path)
+    facts = cached_facts(path)
+    if facts is None:
+        return load_trace(settings, path)
+    if facts.n_requests == 0:
+        raise TraceError(path, 0, None, "no requests in the trace: nothing to replay "
+                                        f"({facts.n_events} events, none a request)")  # fmt: skip
+    return facts
 
 
 def forget_traces() -> None:

@@ -75,21 +75,23 @@ def check_files(settings: CommonConfig, traces: list[str], policies: list = ()) 
 
 
 def trace_loader(settings: CommonConfig, traces: list[str], policies: list = (),
-                 tiers: bool = False) -> Callable[[], None]:  # fmt: skip
+                 tiers: bool = False, whole: bool = True) -> Callable[[], None]:  # fmt: skip
     """The deferred step: compile the kernels the run needs (``memlens.kernels.warm``: the
     kernel of each of ``policies``, the oracle's, the tier replay with ``tiers``, the bulk
     scanner for a large trace; announced, and only those not compiled before), then parse and
     validate every trace (a ``TraceError`` names file, line and field).  Both happen here, in
     the main process, before any worker starts; ``memlens.runs.pipeline.load_trace`` memoises,
-    so the run reuses the parse."""
-    from memlens.runs.pipeline import load_trace
+    so the run reuses the parse.  Without ``whole`` (a compare whose workers replay the
+    traces and whose oracle is off), a trace with a cache entry is checked from the entry's
+    header (``memlens.runs.pipeline.trace_facts``): the workers read its arrays."""
+    from memlens.runs.pipeline import load_trace, trace_facts
     from memlens.trace.io import TraceError
 
     def load() -> None:
         warm_kernels(settings, list(policies), traces, tiers)
         for path in dict.fromkeys(traces):
             try:
-                load_trace(settings, path)
+                load_trace(settings, path) if whole else trace_facts(settings, path)
             except TraceError:
                 raise
             except (ValueError, TypeError, OverflowError, EOFError, zlib.error) as exc:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -65,15 +67,40 @@ def load_trace_cached(
     return trace
 
 
-def cached_events(
+@dataclass(frozen=True)
+class CachedFacts:
+    """What a process that does not replay a trace needs of it (a compare's main process, whose
+    workers load the trace): its hash, events and requests."""
+
+    sha256: str
+    n_events: int
+    n_requests: int
+
+
+def cached_facts(
     path: str | os.PathLike, directory: str | os.PathLike | None = None
-) -> int | None:
-    """How many events the trace at ``path`` has, read from its cache entry's header alone
-    (not verified: a hint, for how many workers a sweep over it will start), or None when it
-    has no entry (or the header cannot be read)."""
+) -> CachedFacts | None:
+    """The facts of the trace at ``path`` from its cache entry's header alone (20 ms, where
+    reading and verifying the arrays of 870,000 events takes 0.4 s; the header member's CRC is
+    checked as it is read, and whoever loads the arrays verifies them and rebuilds a damaged
+    entry from the file), or None when it has no entry of this format (or the header cannot
+    be read).  An entry exists only for a trace that parsed and had requests."""
     try:
         with np.load(entry_path(path, directory), allow_pickle=False) as z:
             header = json.loads(z["__header__"].tobytes())
-        return int(dict((name, shape) for name, _, shape in header["arrays"])["ev_kind"][0])
-    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        if header["format"] != safecache.FORMAT or header["kind"] != KIND:
+            return None
+        shapes = {name: shape for name, _, shape in header["arrays"]}
+        return CachedFacts(str(header["meta"]["sha256"]), int(shapes["ev_kind"][0]),
+                           int(shapes["req_stream"][0]))  # fmt: skip
+    except (OSError, ValueError, KeyError, TypeError, IndexError, zipfile.BadZipFile):
         return None
+
+
+def cached_events(
+    path: str | os.PathLike, directory: str | os.PathLike | None = None
+) -> int | None:
+    """How many events the trace at ``path`` has (:func:`cached_facts`; a hint, for how many
+    workers a sweep over it will start), or None when it has no entry."""
+    facts = cached_facts(path, directory)
+    return None if facts is None else facts.n_events
