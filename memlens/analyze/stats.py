@@ -130,17 +130,18 @@ def _counts_by_stream(n_streams: int, bootstrap: int, seed: int) -> np.ndarray:
     return counts
 
 
+def load_kernel() -> None:
+    """Load the replicate sums' compiled kernel now: numba's first use in a process costs
+    about 0.4 s, which the first job's intervals (in each sweep worker) and a compare's
+    verdict (after its sweep) paid while everything waited for them.  The same argument types
+    as the intervals' (a read-only count matrix), so the same compiled code."""
+    with contextlib.suppress(Exception):  # an optimisation: the intervals load it anyway
+        _replicates_of(resample_counts(2, 2, 0), [(np.ones(2), np.ones(2))])
+
+
 def preload_kernel() -> threading.Thread:
-    """Load the replicate sums' compiled kernel on a thread, now: numba's first use in a
-    process costs about 0.4 s, which a compare's verdict paid after its sweep; the main
-    process loads it while it waits for the sweep's workers instead.  The same argument
-    types as the intervals' (a read-only count matrix), so the same compiled code."""
-
-    def load() -> None:
-        with contextlib.suppress(Exception):  # an optimisation: the intervals load it anyway
-            _replicates_of(resample_counts(2, 2, 0), [(np.ones(2), np.ones(2))])
-
-    thread = threading.Thread(target=load, name="memlens-kernel-preload", daemon=True)
+    """:func:`load_kernel` on a thread (the main process, while it waits for the workers)."""
+    thread = threading.Thread(target=load_kernel, name="memlens-kernel-preload", daemon=True)
     thread.start()
     return thread
 

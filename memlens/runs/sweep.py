@@ -219,13 +219,18 @@ def start_workers_ahead(settings: CompareConfig, n_policies: int) -> None:
 def warm_worker(task: tuple[CommonConfig, list[str]]) -> None:
     """In a worker started ahead: the traces its jobs will load (``load_trace`` keeps them);
     the first is also the oracle's, for the bounds solved before the jobs
-    (``memlens.oracle.batch.keep_trace``: one copy, not two)."""
+    (``memlens.oracle.batch.keep_trace``: one copy, not two); and the intervals' compiled
+    kernel, numba's first use (0.4 s the first job paid while the main process was still
+    checking the settings)."""
+    from memlens.analyze.stats import load_kernel
+
     settings, paths = task
     traces = [load_trace(settings, path) for path in paths]
     if settings.oracle.enabled and traces:
         from memlens.oracle.batch import keep_trace
 
         keep_trace(paths[0], settings.trace_cache, traces[0])
+    load_kernel()  # numba's first use in this process: every job's intervals need it
 
 
 def compile_before_fan_out(settings: CommonConfig, todo: list[Job],

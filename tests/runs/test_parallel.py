@@ -260,3 +260,35 @@ def test_a_worker_started_ahead_gives_the_oracle_the_trace_it_loaded(tmp_path, m
     assert batch._trace(str(path), True) is load_trace(settings, str(path))
     forget_traces()
     batch._TRACE.clear()
+
+
+def test_a_worker_started_ahead_loads_the_intervals_kernel(tmp_path):
+    """numba's first use in a worker (0.4 s) happens while it waits for the main process, not
+    in its first job: after ``warm_worker`` the intervals' kernel is loaded, with the argument
+    types the intervals use (a second call compiles and loads nothing)."""
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from memlens.testing import random_events
+    from memlens.trace.io import write_trace
+
+    path = tmp_path / "t.jsonl"
+    write_trace(path, random_events(np.random.default_rng(5), n_events=150, n_streams=2))
+    code = (
+        "import sys\n"
+        "from memlens.config.schema import CompareConfig\n"
+        "from memlens.kernels.bootstrap import replicate_sums as k\n"
+        "from memlens.runs import sweep\n"
+        "from memlens.analyze.stats import interval, StatsConfig\n"
+        "import numpy as np\n"
+        "before = len(k.signatures)\n"
+        "sweep.warm_worker((CompareConfig(trace=sys.argv[1], budgets=[256]), [sys.argv[1]]))\n"
+        "after = len(k.signatures)\n"
+        "interval((np.arange(30.0), np.ones(30)), StatsConfig())\n"
+        "print(before, after, len(k.signatures))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    assert proc.stdout.split() == ["0", "1", "1"]
