@@ -81,8 +81,10 @@ def trace_facts(settings: CommonConfig, path: str | None = None) -> Trace | Cach
     path = str(path or settings.trace)
     check_trace_file(path)
     held = _TRACES.get((str(Path(path).resolve()), bool(settings.trace_cache)))
-    if held is not None or not settings.trace_cache:
-        return held or load_trace(settings, path)
+    if held is not None:
+        return held
+    if not settings.trace_cache:
+        return load_trace(settings, path)
     facts = cached_facts(path)
     if facts is None:
         return load_trace(settings, path)
