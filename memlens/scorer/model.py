@@ -327,7 +327,8 @@ class CompiledForest:
         if len(self.roots) == 0 or K == 0:
             return np.zeros((K, n)), np.zeros((K, n))
         masks = self.leaf_masks
-        if masks is not None and int(self.feature.max(initial=-1)) < X.shape[1]:
+        distinct = len(set(map(int, columns))) == len(columns)  # the walk: the last one wins
+        if masks is not None and distinct and int(self.feature.max(initial=-1)) < X.shape[1]:
             return leafmasks.raw_budgets(masks, X, moved, column, value, columns, values)
         return self.walk_budgets(X, moved, column, value, columns, values)
 

@@ -152,3 +152,13 @@ def test_single_leaf_and_full_64_leaf_trees(n_leaves):
     assert main.tobytes() == want[0].tobytes()
     if n_leaves == 64:  # x0 = 62.0 stops at node 62 (62 <= 62): leaf 62; 63.5: leaf 63
         assert main[0].tolist() == [0 / 64, 1 / 64, 31 / 64, 62 / 64, 63 / 64, 0 / 64]
+
+
+def test_a_budget_column_listed_twice_reads_as_the_walk_reads_it():
+    """The walk reads a column listed twice from its last position; so does ``raw_budgets``
+    (it walks such a call)."""
+    forest = three_leaves()
+    X = np.array([[0.0, 1.0, 0.0], [0.0, 1.0, 0.0]])
+    values = np.array([[[3.0, 1.0], [1.0, 3.0]]])  # x2 per row: first 3 then 1, then 1 then 3
+    main, _ = forest.raw_budgets(X, np.zeros(2, bool), 0, 2.0, [2, 2], values)
+    assert main.tolist() == [[0.2, 0.4]]  # the last value of each row: 1 (left), 3 (right)
