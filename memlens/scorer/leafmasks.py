@@ -35,10 +35,28 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
-from numba.cpython.unsafe.numbers import trailing_zeros
 
 MAX_LEAVES = 64  # one bit per leaf of a tree, in a 64-bit mask
 _CHUNK = 4096  # rows per parallel task (each task allocates its own scratch)
+
+#: Where the lowest set bit of a 64-bit word sits, by de Bruijn multiplication (numba's own
+#: count of trailing zeros, LLVM's ``cttz``, lives in a module numba calls unsafe, which may move).
+_DE_BRUIJN = np.uint64(0x03F79D71B4CA8B09)
+_BIT_AT = np.zeros(64, np.int64)
+_BIT_AT[((np.uint64(1) << np.arange(64, dtype=np.uint64)) * _DE_BRUIJN) >> np.uint64(58)] = (
+    np.arange(64)
+)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _de_bruijn_zeros(x):  # pragma: no cover - compiled
+    return _BIT_AT[((x & (~x + np.uint64(1))) * _DE_BRUIJN) >> np.uint64(58)]
+
+
+try:
+    from numba.cpython.unsafe.numbers import trailing_zeros
+except ImportError:  # pragma: no cover - a numba without it
+    trailing_zeros = _de_bruijn_zeros
 
 
 @dataclass(frozen=True)

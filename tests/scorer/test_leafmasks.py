@@ -162,3 +162,28 @@ def test_a_budget_column_listed_twice_reads_as_the_walk_reads_it():
     values = np.array([[[3.0, 1.0], [1.0, 3.0]]])  # x2 per row: first 3 then 1, then 1 then 3
     main, _ = forest.raw_budgets(X, np.zeros(2, bool), 0, 2.0, [2, 2], values)
     assert main.tolist() == [[0.2, 0.4]]  # the last value of each row: 1 (left), 3 (right)
+
+
+def test_the_lowest_bit_by_de_bruijn_multiplication_is_numba_s_count():
+    """The fallback for numba's ``trailing_zeros`` (in a module numba calls unsafe) finds the
+    lowest set bit of every 64-bit word it is given as the intrinsic does."""
+    import numba
+
+    from memlens.scorer import leafmasks
+
+    @numba.njit
+    def both(words):
+        out = np.empty((2, len(words)), np.int64)
+        for k in range(len(words)):
+            out[0, k] = leafmasks._de_bruijn_zeros(words[k])
+            out[1, k] = leafmasks.trailing_zeros(words[k])
+        return out
+
+    rng = np.random.default_rng(0)
+    words = rng.integers(1, 2**63, size=2000, dtype=np.uint64) << rng.integers(
+        0, 40, size=2000
+    ).astype(np.uint64)
+    words = np.concatenate([words[words > 0], np.uint64(1) << np.arange(64, dtype=np.uint64)])
+    got = both(words)
+    assert np.array_equal(got[0], got[1])
+    assert got[0][-64:].tolist() == list(range(64))
