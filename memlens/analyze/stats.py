@@ -130,13 +130,19 @@ def _counts_by_stream(n_streams: int, bootstrap: int, seed: int) -> np.ndarray:
     return counts
 
 
+def replicates_kernel() -> None:
+    """Compile or load the replicate sums' kernel with the argument types the intervals give
+    it (a read-only count matrix, numba's own specialisation): the kernel stage ``intervals``
+    (``memlens.kernels.warm``) and :func:`load_kernel`."""
+    _replicates_of(resample_counts(2, 2, 0), [(np.ones(2), np.ones(2))])
+
+
 def load_kernel() -> None:
     """Load the replicate sums' compiled kernel now: numba's first use in a process costs
     about 0.4 s, which the first job's intervals (in each sweep worker) and a compare's
-    verdict (after its sweep) paid while everything waited for them.  The same argument types
-    as the intervals' (a read-only count matrix), so the same compiled code."""
+    verdict (after its sweep) paid while everything waited for them."""
     with contextlib.suppress(Exception):  # an optimisation: the intervals load it anyway
-        _replicates_of(resample_counts(2, 2, 0), [(np.ones(2), np.ones(2))])
+        replicates_kernel()
 
 
 def preload_kernel() -> threading.Thread:

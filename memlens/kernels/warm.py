@@ -191,16 +191,21 @@ def reader_stage() -> Stage:
 
 
 def intervals_stage() -> Stage:
-    """The bootstrap's replicate sums (``memlens.kernels.bootstrap``): every run's intervals."""
+    """The bootstrap's replicate sums (``memlens.kernels.bootstrap``): every run's intervals,
+    with the read-only count matrix the intervals pass (``memlens.analyze.stats``: a
+    specialisation of its own, which a writable matrix alone left to the first run's jobs to
+    compile unannounced) and a writable one."""
 
     def run() -> None:
         import numpy as np
 
+        from memlens.analyze.stats import replicates_kernel
         from memlens.kernels.bootstrap import replicate_sums
 
         replicate_sums(np.ones((2, 3)), np.ones((3, 2)))
+        replicates_kernel()
 
-    return Stage("intervals", ("kernels/bootstrap.py",), run)
+    return Stage("intervals", ("kernels/bootstrap.py", "analyze/stats.py"), run)
 
 
 def features_stage() -> Stage:

@@ -227,3 +227,23 @@ def test_the_text_policies_stages_follow_their_compiled_words():
     for policy in (GenerativeAgents(), LearnedScorer()):
         assert "trace/words.py" in warm.kernel_stage(policy, False, 0).sources
     assert "trace/words.py" not in warm.kernel_stage(LRU(), False, 0).sources
+
+
+def test_the_intervals_stage_compiles_what_the_intervals_run(tmp_path):
+    """After the ``intervals`` stage, an interval adds no specialisation of the replicate
+    sums: the stage compiled the one the intervals use (a read-only count matrix), not only a
+    writable one (which left a first run's jobs to compile it, unannounced)."""
+    code = (
+        "import numpy as np\n"
+        "from memlens.kernels.warm import intervals_stage\n"
+        "from memlens.kernels.bootstrap import replicate_sums as k\n"
+        "from memlens.analyze.stats import interval, StatsConfig\n"
+        "intervals_stage().run()\n"
+        "before = len(k.signatures)\n"
+        "interval((np.arange(30.0), np.ones(30)), StatsConfig())\n"
+        "print(before, len(k.signatures))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)  # fmt: skip
+    before, after = proc.stdout.split()
+    assert before == after == "2"
