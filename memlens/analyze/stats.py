@@ -132,8 +132,8 @@ def _counts_by_stream(n_streams: int, bootstrap: int, seed: int) -> np.ndarray:
 
 def replicates_kernel() -> None:
     """Compile or load the replicate sums' kernel with the argument types the intervals give
-    it (a read-only count matrix, numba's own specialisation): the kernel stage ``intervals``
-    (``memlens.kernels.warm``) and :func:`load_kernel`."""
+    it (a read-only count matrix, numba's own specialisation, which the kernel stage
+    ``intervals`` of ``memlens.kernels.warm`` compiles): :func:`load_kernel`."""
     _replicates_of(resample_counts(2, 2, 0), [(np.ones(2), np.ones(2))])
 
 
