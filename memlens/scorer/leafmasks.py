@@ -146,16 +146,15 @@ def _grouped(feature, threshold, default_left, missing, node_tree, node_mask, fu
 
 def raw_budgets(m: LeafMasks, X, moved, column: int, value: float, columns, values):
     """``CompiledForest.raw_budgets`` by the masks: ``(main, miss)``, each (K, n)."""
-    cols = np.asarray(columns, np.int64)
+    cols, column = [int(c) for c in columns], int(column)
     n_features = len(m.ptr) - 1
+    seen_apart = {*cols, column}
     shared = np.asarray([f for f in range(min(n_features, X.shape[1]))
-                         if f not in set(cols.tolist()) | {int(column)}
-                         and m.ptr[f + 1] > m.ptr[f]], np.int64)  # fmt: skip
-    # the columns a scenario sees its own way, each with its nodes (none past the forest's)
-    own = np.asarray([f if f < n_features else -1 for f in (*cols.tolist(), int(column))],
-                     np.int64)  # fmt: skip
-    if int(column) in set(cols.tolist()):  # a budget column wins (as in the walk's slots)
-        own[-1] = -1
+                         if f not in seen_apart and m.ptr[f + 1] > m.ptr[f]], np.int64)  # fmt: skip
+    # the columns a scenario sees its own way, each with its nodes (none past the forest's);
+    # a budget column wins over the tier column (as in the walk's slots)
+    tier = -1 if column in cols else column
+    own = np.asarray([f if f < n_features else -1 for f in (*cols, tier)], np.int64)
     return _by_masks(X, np.asarray(moved, np.bool_), values, own, float(value), shared,
                      m.ptr, m.threshold, m.tree, m.mask, m.zero_rule, m.goes_right_by_default,
                      m.nan_ptr, m.nan_tree, m.nan_mask, m.has_zero_rule, m.full, m.leaf_ptr,
