@@ -128,13 +128,17 @@ def kernel_stage(policy, demand_fetch: bool, seed: int) -> Stage | None:
 
 
 def oracle_stage(demand_fetch: bool) -> Stage:
-    """The oracle's compiled parts (its walk, rounding, cuts and plan replay)."""
+    """The oracle's compiled parts (its walk, exact dynamic program, rounding, cuts and plan
+    replay): solved twice, since the exact program takes every stream of the tiny trace that
+    the LP path would otherwise compile its parts on."""
 
     def run() -> None:
         from memlens.oracle.solve import OracleSettings, clear_memo, solve
 
-        solve(tiny_trace(), 64, demand_fetch, OracleSettings(cache=False))
-        clear_memo()  # nothing of the tiny trace stays in this process
+        for exact_max_states in (OracleSettings.exact_max_states, 0):
+            settings = OracleSettings(cache=False, exact_max_states=exact_max_states)
+            solve(tiny_trace(), 64, demand_fetch, settings)
+            clear_memo()  # nothing of the tiny trace stays in this process
 
     return Stage("oracle", ("oracle", "kernels/oracle.py", "kernels/moves.py"), run)
 

@@ -21,7 +21,7 @@ from memlens._util.cachedir import cache_dir as shared_cache_dir
 from memlens.oracle.result import OracleResult, StreamBound
 from memlens.trace.model import Trace
 
-FORMAT = 3  # 3: the integer programs run after the replay, only where it falls short of the LP
+FORMAT = 4  # 4: short streams solved exactly (memlens.oracle.exact); 3: integer programs after the replay
 KIND = "oracle"
 
 

@@ -16,10 +16,10 @@ class StreamBound:
     upper: int
     lower: int
     references: int
-    # lp | milp (closed after the LP stage: HiGHS, or one more cut round's LP proof,
-    # memlens.oracle.proofs) | relaxed
+    # exact (memlens.oracle.exact: both bounds the integer optimum) | lp | milp (closed after
+    # the LP stage: HiGHS, or one more cut round's LP proof, memlens.oracle.proofs) | relaxed
     upper_method: str
-    lower_method: str  # milp | lp-round | belady
+    lower_method: str  # exact | milp | lp-round | belady
     gaps: int
     solve_s: float
     segments: int = 1  # LPs the upper bound was solved as (memlens.oracle.segments)

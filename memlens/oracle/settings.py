@@ -33,6 +33,10 @@ class OracleSettings:
     # together, in windows of this many consecutive streams (memlens.oracle.solve: one HiGHS
     # call per window instead of one per stream; the same upper bounds); 0 = each stream alone
     batch_streams: int = 64
+    # method auto: a version 1 stream whose integer program takes at most this many states of
+    # memlens.oracle.exact's dynamic program (few keep-intervals open at once: short streams)
+    # is solved exactly by it, both bounds equal, with no LP; 0 = never (the LP path for all)
+    exact_max_states: int = 1 << 18
     cache: bool = True  # cache results on disk
     cache_dir: str | None = None  # None: $MEMLENS_CACHE/oracle or ~/.cache/memlens/oracle
     # where HiGHS's own output goes (appended; memlens.oracle.quiet): None discards it, so the
@@ -48,6 +52,7 @@ class OracleSettings:
             "segment_references",
             "cut_rounds",
             "batch_streams",
+            "exact_max_states",
         ):
             number(f"oracle.{key}", getattr(self, key), low=0, integer=True)
         if self.n_jobs != -1 and not (type(self.n_jobs) is int and 1 <= self.n_jobs <= 256):

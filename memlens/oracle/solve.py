@@ -2,6 +2,9 @@
 
 Per stream:
 
+* both bounds at once where the stream is short enough (method ``auto``, a version 1 trace,
+  at most ``exact_max_states`` states): the integer program's optimum from the dynamic program
+  of ``memlens.oracle.exact``, and its schedule; reported as ``exact``.  Otherwise:
 * ``upper``: the LP bound (``memlens.oracle.bounds.lp_upper``) when the stream has at most
   ``lp_max_references`` references (or ``method: lp``), else the time-averaged relaxation
   (``relaxed_upper``).  Small streams (at most ``milp_max_gaps`` gaps) whose best replayed
@@ -41,6 +44,7 @@ from memlens.oracle.bounds import (
     none_reaches_chain,
     relaxed_upper,
 )
+from memlens.oracle.exact import exact_schedule
 from memlens.oracle.model import build_model, keep_pairs, schedule_load_ok
 from memlens.oracle.proofs import proof_window, settle
 from memlens.oracle.quiet import silenced
@@ -130,15 +134,30 @@ def _uses_lp(model, settings: OracleSettings) -> bool:
     )
 
 
-def _stream_bound(model, settings: OracleSettings, lp=None) -> tuple[StreamBound, list[np.ndarray]]:
+def _exact(model, settings: OracleSettings) -> np.ndarray | None:
+    """The stream's integer optimum from ``memlens.oracle.exact`` (method ``auto`` only, where
+    its dynamic program stays within ``exact_max_states``), or None: then the LP path."""
+    if settings.method != "auto" or _fits(model, settings):
+        return None
+    return exact_schedule(model, settings.exact_max_states)
+
+
+def _stream_bound(model, settings: OracleSettings, lp=None,
+                  exact=None) -> tuple[StreamBound, list[np.ndarray]]:  # fmt: skip
     """Both bounds of one stream's model (the lower one as planned; replayed afterwards) and
     two candidate schedules: the best rounding of the uncut LP's values (what ``cut_rounds=0``
     plans) and the best of all; ``_compute`` keeps the second only where it replays better.
-    ``lp``: the stream's LP (bound, values) when a batch solved it."""
+    ``lp``: the stream's LP (bound, values) when a batch solved it; ``exact``: its integer
+    optimum's selection (:func:`_exact`), which makes both bounds that optimum."""
     use_lp = _uses_lp(model, settings)
     selected = np.zeros(model.n_gaps, dtype=bool)
     base = selected
     lower_method, upper_method, segments = "belady", "relaxed", 1
+    if exact is not None:
+        bound = model.planned_hits(exact)
+        return StreamBound(upper=bound, lower=bound, references=model.n_references,
+                           upper_method="exact", lower_method="exact", gaps=model.n_gaps,
+                           solve_s=0.0, segments=1), [exact, exact]  # fmt: skip
     if use_lp and _fits(model, settings):
         everything = np.ones(model.n_gaps, dtype=bool)
         bound = model.planned_hits(everything)
@@ -256,27 +275,33 @@ def _window(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSetti
     """(model, bound, chosen plans) of streams ``lo..hi``, their small LPs solved together."""
     t0 = time.perf_counter()
     models = [build_model(trace, s, budget, demand_fetch) for s in range(lo, hi)]
-    lps, shared_s = _batched_lps(models, settings) if settings.batch_streams else ({}, 0.0)
+    build_s = (time.perf_counter() - t0) / max(len(models), 1)
+    exact, exact_s = [], []
+    for model in models:
+        t1 = time.perf_counter()
+        exact.append(_exact(model, settings))
+        exact_s.append(time.perf_counter() - t1)
+    lps, shared_s = _batched_lps(models, settings, exact) if settings.batch_streams else ({}, 0.0)
     share = shared_s / max(len(lps), 1)
-    build_s = (time.perf_counter() - t0 - shared_s) / max(len(models), 1)
     out = []
     for k, model in enumerate(models):
         t1 = time.perf_counter()
-        bound, chosen = _stream_bound(model, settings, lps.get(k))
-        bound.solve_s = time.perf_counter() - t1 + build_s + (share if k in lps else 0.0)
+        bound, chosen = _stream_bound(model, settings, lps.get(k), exact[k])
+        bound.solve_s = (time.perf_counter() - t1 + build_s + exact_s[k]
+                         + (share if k in lps else 0.0))  # fmt: skip
         out.append((model, bound, chosen))
     return out
 
 
-def _batched_lps(models: list, settings: OracleSettings) -> tuple[dict, float]:
+def _batched_lps(models: list, settings: OracleSettings, exact: list) -> tuple[dict, float]:
     """{index in ``models``: (bound, values)} for the streams whose one small chain LP
-    ``_stream_bound`` would solve (not closed-form, no alternatives, not segmented), solved as
-    one batch; and the batch's time."""
+    ``_stream_bound`` would solve (not closed-form, not solved exactly, no alternatives, not
+    segmented), solved as one batch; and the batch's time."""
     t0 = time.perf_counter()
     small = [k for k, m in enumerate(models)
              if 0 < m.n_gaps and not m.has_groups and _uses_lp(m, settings)
              and _one_lp(m, settings) and m.n_gaps + m.points.shape[0] <= BATCH_MAX_COLUMNS
-             and not _fits(m, settings)]  # fmt: skip
+             and exact[k] is None and not _fits(m, settings)]  # fmt: skip
     if len(small) < 2:
         return {}, 0.0
     solved = lp_candidates_many([models[k] for k in small], settings.cut_rounds)

@@ -247,3 +247,36 @@ def test_the_intervals_stage_compiles_what_the_intervals_run(tmp_path):
                           check=True)  # fmt: skip
     before, after = proc.stdout.split()
     assert before == after == "2"
+
+
+def test_the_oracle_stage_compiles_both_of_the_oracles_paths(tmp_path):
+    """After the ``oracle`` stage, solving a generated many-stream trace both ways (the exact
+    dynamic program, and the LP path it leaves wider streams to) compiles nothing more in any
+    of the oracle's kernels: a first run announces all of its compiling."""
+    code = (
+        "import importlib, pkgutil, numba\n"
+        "import memlens.oracle as pkg\n"
+        "from memlens.kernels.warm import oracle_stage\n"
+        "from memlens.datasets.archetypes import generate\n"
+        "from memlens.trace.io import trace_from_events\n"
+        "from memlens.oracle.solve import OracleSettings, clear_memo, solve\n"
+        "oracle_stage(False).run()\n"
+        "mods = [importlib.import_module('memlens.oracle.' + m.name)\n"
+        "        for m in pkgutil.iter_modules(pkg.__path__)]\n"
+        "mods.append(importlib.import_module('memlens.kernels.oracle'))\n"
+        "jit = {f'{m.__name__}.{n}': f for m in mods for n, f in vars(m).items()\n"
+        "       if isinstance(f, numba.core.registry.CPUDispatcher)}\n"
+        "before = {n: len(f.signatures) for n, f in jit.items()}\n"
+        "tr = trace_from_events(generate('agent', streams=12, events_per_stream=60, seed=5))\n"
+        "for states in (OracleSettings.exact_max_states, 0):\n"
+        "    for budget in (256, 1024):\n"
+        "        solve(tr, budget, False, OracleSettings(cache=False, exact_max_states=states))\n"
+        "        clear_memo()\n"
+        "grown = sorted(n for n, f in jit.items() if len(f.signatures) > before[n])\n"
+        "print(len(jit), sum(v > 0 for v in before.values()), grown)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)  # fmt: skip
+    n_jit, compiled, grown = proc.stdout.strip().split(" ", 2)
+    assert int(n_jit) >= 5 and int(compiled) >= 5
+    assert grown == "[]"

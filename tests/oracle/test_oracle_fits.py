@@ -21,7 +21,7 @@ from memlens.oracle import OracleSettings, solve
 from memlens.oracle.model import build_model
 from memlens.trace.io import load_trace
 
-NOCACHE = OracleSettings(cache=False)
+NOCACHE = OracleSettings(cache=False, exact_max_states=0)  # the LP path: fits vs HiGHS
 # the module (the package re-exports its ``solve`` function under the same name)
 solve_mod = importlib.import_module("memlens.oracle.solve")
 

@@ -19,7 +19,7 @@ from memlens.oracle import bounds as bounds_mod
 from memlens.oracle.model import build_model, keep_pairs, schedule_load_ok
 from memlens.oracle.solve import _replay, finish, open_gaps, stream_bounds
 
-NOCACHE = OracleSettings(cache=False)
+NOCACHE = OracleSettings(cache=False, exact_max_states=0)  # the LP and MILP path
 
 
 @pytest.fixture(scope="module")

@@ -58,7 +58,7 @@ def test_the_proofs_change_no_bound_and_save_highs_proofs(many_streams, budget, 
     improvable, HiGHS's feasibility problem has a solution for (it cannot prove it); on the
     streams left, that problem asked of the cut chain form answers as on the gap form; and at
     least one proof is the LP's."""
-    opts = OracleSettings(cache=False, batch_streams=16)
+    opts = OracleSettings(cache=False, batch_streams=16, exact_max_states=0)
     found, better, left = [], [], []
     inner = proofs.settle
 
@@ -96,7 +96,7 @@ def test_the_proofs_change_no_bound_and_save_highs_proofs(many_streams, budget, 
 def test_an_improvable_stream_has_a_schedule_planning_one_hit_more(many_streams, budget):
     """Independently of the rounding: HiGHS's branch and bound finds an optimum above the
     replayed score for every stream the rounds call improvable, and at most it where proven."""
-    opts = OracleSettings(cache=False, batch_streams=16)
+    opts = OracleSettings(cache=False, batch_streams=16, exact_max_states=0)
     r = solve_mod.finish(many_streams, budget, False,
                          solve_mod.stream_bounds(many_streams, budget, False, opts), 0.0)  # fmt: skip
     open_ = solve_mod.open_gaps(r, opts)
