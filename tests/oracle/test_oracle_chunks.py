@@ -86,7 +86,9 @@ def test_the_integer_programs_pieces_keep_each_proof_window_whole(more_streams, 
     from memlens.oracle.proofs import proof_window
 
     path, trace = more_streams
-    settings = OracleSettings(cache_dir=str(tmp_path / "oracle"), batch_streams=1, exact_max_states=0)
+    settings = OracleSettings(
+        cache_dir=str(tmp_path / "oracle"), batch_streams=1, exact_max_states=0
+    )
     window = proof_window(settings.batch_streams)
     assert window < trace.n_streams  # more than one proof window
     pieces = []
@@ -102,7 +104,9 @@ def test_the_integer_programs_pieces_keep_each_proof_window_whole(more_streams, 
     batch.presolve({path: trace}, False, [256], False, settings, 2)
     chunked = solve(trace, 256, False, settings)
     clear_memo()
-    whole = solve(trace, 256, False, OracleSettings(cache=False, batch_streams=1, exact_max_states=0))
+    whole = solve(
+        trace, 256, False, OracleSettings(cache=False, batch_streams=1, exact_max_states=0)
+    )
     clear_memo()
     assert len(pieces) >= 2
     owners = [{s // window for s in p} for p in pieces]
