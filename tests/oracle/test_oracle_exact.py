@@ -72,19 +72,27 @@ def _brute(model) -> int:
     return best
 
 
-@settings(max_examples=150)
-@given(events=traces(max_events=30), budget=st.sampled_from([20, 60, 130, 250]),
-       fetch=st.booleans())  # fmt: skip
-def test_every_selection_enumerated_finds_no_better_schedule(events, budget, fetch):
-    tr = trace_from_events(events)
+def _against_brute_force(tr, budget: int, fetch: bool, max_gaps: int) -> list:
+    """Every stream of at most ``max_gaps`` gaps: the exact schedule is feasible and plans
+    what the best enumerated selection plans; the streams' models."""
+    models = []
     for s in range(tr.n_streams):
         model = build_model(tr, s, budget, fetch)
-        if model.n_gaps == 0 or model.n_gaps > 12:
+        if model.n_gaps == 0 or model.n_gaps > max_gaps:
             continue
         chosen = exact_schedule(model, STATES)
         assert chosen is not None
         assert schedule_load_ok(model, chosen)
         assert model.planned_hits(chosen) == _brute(model)
+        models.append(model)
+    return models
+
+
+@settings(max_examples=150)
+@given(events=traces(max_events=30), budget=st.sampled_from([20, 60, 130, 250]),
+       fetch=st.booleans())  # fmt: skip
+def test_every_selection_enumerated_finds_no_better_schedule(events, budget, fetch):
+    _against_brute_force(trace_from_events(events), budget, fetch, 12)
 
 
 @settings(max_examples=100)
@@ -94,17 +102,11 @@ def test_with_alternatives_every_selection_enumerated_finds_no_better_schedule(e
                                                                                seed):  # fmt: skip
     # a need with alternatives is served by any of its gaps; each need counts once
     tr = trace_from_events(with_alternatives(events, np.random.default_rng(seed)))
-    for s in range(tr.n_streams):
-        model = build_model(tr, s, budget, False)
-        if model.n_gaps == 0 or model.n_gaps > 10:
-            continue
-        chosen = exact_schedule(model, STATES)
-        assert chosen is not None
-        assert schedule_load_ok(model, chosen)
-        assert model.planned_hits(chosen) == _brute(model)
+    for model in _against_brute_force(tr, budget, False, 10):
         # with demand fetch its model lets any alternative in: the LP path's roundings stay
         if model.has_groups:
-            assert exact_schedule(build_model(tr, s, budget, True), STATES) is None
+            fetch = build_model(tr, model.stream, budget, True)
+            assert exact_schedule(fetch, STATES) is None
 
 
 def test_a_tiny_state_limit_gives_up_rather_than_answer():
