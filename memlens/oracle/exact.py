@@ -27,8 +27,10 @@ oracle policy's replay reaches (it scores at least what its plan plans): both bo
 The work is about (states per point) x (subsets of the gaps starting there): exponential in
 the open gaps, so it is tried only while the stored states stay under ``max_states`` (the
 ``oracle.exact_max_states`` setting) and a point's states fit a dense table of ``2**MAX_SLOTS``;
-beyond that the caller falls back to the LP and integer-program path.  Version 1 traces only
-(a need with alternatives is hit by any of several gaps: the LP path handles it).
+beyond that the caller falls back to the LP and integer-program path.  A need is counted when
+its gaps leave the state, so a need with alternatives (served by any of its gaps, which all end
+at its request) counts once; with demand fetch such a model is left to the LP path
+(:func:`exact_schedule`).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Per stream:
 
-* both bounds at once where the stream is short enough (method ``auto``, a version 1 trace,
-  at most ``exact_max_states`` states): the integer program's optimum from the dynamic program
+* both bounds at once where the stream is short enough (method ``auto``; no alternatives, or
+  alternatives without demand fetch; at most ``exact_max_states`` states): the integer program's optimum from the dynamic program
   of ``memlens.oracle.exact``, and its schedule; reported as ``exact``.  Otherwise:
 * ``upper``: the LP bound (``memlens.oracle.bounds.lp_upper``) when the stream has at most
   ``lp_max_references`` references (or ``method: lp``), else the time-averaged relaxation
