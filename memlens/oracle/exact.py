@@ -99,34 +99,41 @@ def _served(m, k, need_ptr, gap_ptr, need_gaps, slot):
 
 
 @nb.njit(cache=True, nogil=True)
-def _store(states, table, n, mask, v, i, max_states):
+def _store(masks, value, back, table, n, mask, v, i, max_states):
     """Put (mask, value ``v``, back pointer ``i``) in the layer being built (``n`` states so
     far), or raise the value of the state with that mask; the arrays (grown by doubling) and
     the new count, -1 past ``max_states``."""
     t = table[mask]
     if t >= 0:
-        if v > states[1, t]:  # ties keep the first schedule found: deterministic
-            states[1, t], states[2, t] = v, i
-        return states, n
-    if n == states.shape[1]:
+        if v > value[t]:  # ties keep the first schedule found: deterministic
+            value[t], back[t] = v, i
+        return masks, value, back, n
+    if n == masks.shape[0]:
         if n >= max_states:
-            return states, -1
-        grown = np.empty((3, min(2 * n, max_states)), np.int64)
-        grown[:, :n] = states
-        states = grown
+            return masks, value, back, -1
+        room = min(2 * n, max_states)
+        masks, value, back = _grown(masks, room), _grown(value, room), _grown(back, room)
     table[mask] = n
-    states[0, n], states[1, n], states[2, n] = mask, v, i
-    return states, n + 1
+    masks[n], value[n], back[n] = mask, v, i
+    return masks, value, back, n + 1
 
 
 @nb.njit(cache=True, nogil=True)
-def _layer(states, lo, hi, table, k, starts, size, prev, slot, slot_size, n_slots, clear,
+def _grown(a, room):
+    out = np.empty(room, a.dtype)
+    for c in range(a.shape[0]):
+        out[c] = a[c]
+    return out
+
+
+@nb.njit(cache=True, nogil=True)
+def _layer(masks, value, back, lo, hi, table, k, starts, size, prev, slot, slot_size, n_slots, clear,
            room, gain_of, max_states):  # fmt: skip
     """The states after point ``k`` from the states ``lo..hi`` before it (module docstring);
     the arrays, the new end of the stored states (-1: too many) and the subsets looked at."""
     n, work = hi, 0
     for i in range(lo, hi):
-        m = states[0, i]
+        m = masks[i]
         base = m & ~clear
         load = 0
         for b in range(n_slots):
@@ -137,7 +144,7 @@ def _layer(states, lo, hi, table, k, starts, size, prev, slot, slot_size, n_slot
             p = prev[starts[j]]
             if p < 0 or (m >> slot[p]) & 1:
                 allowed |= 1 << j
-        v = states[1, i] + gain_of[i - lo]
+        v = value[i] + gain_of[i - lo]
         sub = allowed
         while True:  # every subset of ``allowed``, largest first
             work += 1
@@ -147,15 +154,16 @@ def _layer(states, lo, hi, table, k, starts, size, prev, slot, slot_size, n_slot
                     add += size[starts[j]]
                     bits |= 1 << slot[starts[j]]
             if load + add <= room:
-                states, n = _store(states, table, n, base | bits, v, i, max_states)
+                masks, value, back, n = _store(masks, value, back, table, n, base | bits, v,
+                                               i, max_states)  # fmt: skip
                 if n < 0:
-                    return states, -1, work
+                    return masks, value, back, -1, work
             if sub == 0:
                 break
             sub = (sub - 1) & allowed
     for r in range(hi, n):
-        table[states[0, r]] = -1
-    return states, n, work
+        table[masks[r]] = -1
+    return masks, value, back, n, work
 
 
 @nb.njit(cache=True, nogil=True)
@@ -172,8 +180,13 @@ def _dp(k_start, k_end, size, prev, capacity, need_ptr, gap_ptr, need_gaps, max_
     if n_slots < 0:
         return none, -1
     table = np.full(1 << n_slots, -1, np.int64)  # mask -> its index in the layer being built
-    states = np.zeros((3, min(max_states, 4 * K + 64)), np.int64)  # mask, value, back pointer
-    states[2, 0] = -1
+    room = min(max_states, 4 * K + 64)  # stored states, grown by doubling
+    masks, value, back = (
+        np.zeros(room, np.int64),
+        np.zeros(room, np.int64),
+        np.zeros(room, np.int64),
+    )
+    back[0] = -1
     slot_size = np.zeros(max(n_slots, 1), np.int64)
     lo, hi, work = 0, 1, 0  # the previous layer's states; subsets looked at
     for k in range(K):
@@ -183,43 +196,38 @@ def _dp(k_start, k_end, size, prev, capacity, need_ptr, gap_ptr, need_gaps, max_
         here = starts[start_ptr[k] : start_ptr[k + 1]]
         for g in here:
             slot_size[slot[g]] = size[g]
-        gain = np.array([_served(states[0, i], k, need_ptr, gap_ptr, need_gaps, slot)
-                         for i in range(lo, hi)])  # fmt: skip
-        states, n, looked = _layer(states, lo, hi, table, k, here, size, prev, slot, slot_size,
+        gain = np.empty(hi - lo, np.int64)
+        for i in range(lo, hi):
+            gain[i - lo] = _served(masks[i], k, need_ptr, gap_ptr, need_gaps, slot)
+        masks, value, back, n, looked = _layer(masks, value, back, lo, hi, table, k, here, size, prev, slot, slot_size,
                                    n_slots, clear, capacity[k], gain, max_states)  # fmt: skip
         work += looked
         if n < 0 or work > 16 * max_states:  # capacity may reject most subsets looked at
             return none, -1
         lo, hi = hi, n
-    return _traceback(states, lo, hi, K, start_ptr, starts, slot, G, need_ptr, gap_ptr,
+    return _traceback(masks, value, back, lo, hi, K, start_ptr, starts, slot, G, need_ptr, gap_ptr,
                       need_gaps)  # fmt: skip
 
 
 @nb.njit(cache=True, nogil=True)
-def _traceback(states, lo, hi, K, start_ptr, starts, slot, G, need_ptr, gap_ptr, need_gaps):
+def _traceback(
+    masks, value, back, lo, hi, K, start_ptr, starts, slot, G, need_ptr, gap_ptr, need_gaps
+):
     """The best final state (counting the needs of the gaps still open at the end) and the
     selection its back pointers lead to."""
     best, best_v = lo, -1
     for i in range(lo, hi):
-        v = states[1, i] + _served(states[0, i], K, need_ptr, gap_ptr, need_gaps, slot)
+        v = value[i] + _served(masks[i], K, need_ptr, gap_ptr, need_gaps, slot)
         if v > best_v:
             best, best_v = i, v
     selected = np.zeros(G, np.bool_)
     i = best
     for k in range(K - 1, -1, -1):
         for q in range(start_ptr[k], start_ptr[k + 1]):
-            if (states[0, i] >> slot[starts[q]]) & 1:
+            if (masks[i] >> slot[starts[q]]) & 1:
                 selected[starts[q]] = True
-        i = states[2, i]
+        i = back[i]
     return selected, best_v
-
-
-@nb.njit(cache=True, nogil=True)
-def _dp_v1(k_start, k_end, size, prev, capacity, max_states):
-    """``_dp`` for a version 1 model, whose gaps each serve their own need."""
-    need_ptr, need_gaps = _by_point(k_end, capacity.shape[0])
-    gap_ptr = np.arange(k_end.shape[0] + 1)
-    return _dp(k_start, k_end, size, prev, capacity, need_ptr, gap_ptr, need_gaps, max_states)
 
 
 def _group_needs(model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -250,9 +258,11 @@ def exact_schedule(model, max_states: int) -> np.ndarray | None:
     if m.has_groups:
         selected, served = _dp(m.k_start, m.k_end, m.size, m.prev, m.capacity,
                                *_group_needs(m), int(max_states))  # fmt: skip
-    else:
-        selected, served = _dp_v1(m.k_start, m.k_end, m.size, m.prev, m.capacity,
-                                  int(max_states))  # fmt: skip
+    else:  # each gap serves its own need
+        need_ptr, need_gaps = _by_point(m.k_end, m.points.shape[0])
+        gap_ptr = np.arange(m.n_gaps + 1, dtype=np.int64)
+        selected, served = _dp(m.k_start, m.k_end, m.size, m.prev, m.capacity, need_ptr,
+                               gap_ptr, need_gaps, int(max_states))  # fmt: skip
     if served < 0:
         return None
     if model.planned_hits(selected) != model.forced_hits + served:
