@@ -99,23 +99,30 @@ def _served(m, k, need_ptr, gap_ptr, need_gaps, slot):
 
 
 @nb.njit(cache=True, nogil=True)
-def _store(masks, value, back, table, n, mask, v, i, max_states):
+def _store(masks, value, back, table, n, mask, v, i):
     """Put (mask, value ``v``, back pointer ``i``) in the layer being built (``n`` states so
-    far), or raise the value of the state with that mask; the arrays (grown by doubling) and
-    the new count, -1 past ``max_states``."""
+    far), or raise the value of the state with that mask; the new count (-1: no room left,
+    which :func:`_layer` leaves only at ``max_states``)."""
     t = table[mask]
     if t >= 0:
         if v > value[t]:  # ties keep the first schedule found: deterministic
             value[t], back[t] = v, i
-        return masks, value, back, n
+        return n
     if n == masks.shape[0]:
-        if n >= max_states:
-            return masks, value, back, -1
-        room = min(2 * n, max_states)
-        masks, value, back = _grown(masks, room), _grown(value, room), _grown(back, room)
+        return -1
     table[mask] = n
     masks[n], value[n], back[n] = mask, v, i
-    return masks, value, back, n + 1
+    return n + 1
+
+
+@nb.njit(cache=True, nogil=True)
+def _bits(x):
+    """How many bits of ``x`` are set."""
+    n = 0
+    while x:
+        x &= x - 1
+        n += 1
+    return n
 
 
 @nb.njit(cache=True, nogil=True)
@@ -127,8 +134,8 @@ def _grown(a, room):
 
 
 @nb.njit(cache=True, nogil=True)
-def _layer(masks, value, back, lo, hi, table, k, starts, size, prev, slot, slot_size, n_slots, clear,
-           room, gain_of, max_states):  # fmt: skip
+def _layer(masks, value, back, lo, hi, table, k, starts, size, prev, slot, slot_size,
+           n_slots, clear, room, gain_of, max_states):  # fmt: skip
     """The states after point ``k`` from the states ``lo..hi`` before it (module docstring);
     the arrays, the new end of the stored states (-1: too many) and the subsets looked at."""
     n, work = hi, 0
@@ -145,6 +152,12 @@ def _layer(masks, value, back, lo, hi, table, k, starts, size, prev, slot, slot_
             if p < 0 or (m >> slot[p]) & 1:
                 allowed |= 1 << j
         v = value[i] + gain_of[i - lo]
+        most = n + (1 << _bits(allowed))  # states this one may add, at most
+        size_to = min(max(2 * masks.shape[0], most), max_states)
+        if most > masks.shape[0] and size_to > masks.shape[0]:
+            # grown here, not in _store: numba pays for arrays returned by each call
+            masks, value, back = (_grown(masks, size_to), _grown(value, size_to),
+                                  _grown(back, size_to))  # fmt: skip
         sub = allowed
         while True:  # every subset of ``allowed``, largest first
             work += 1
@@ -154,8 +167,7 @@ def _layer(masks, value, back, lo, hi, table, k, starts, size, prev, slot, slot_
                     add += size[starts[j]]
                     bits |= 1 << slot[starts[j]]
             if load + add <= room:
-                masks, value, back, n = _store(masks, value, back, table, n, base | bits, v,
-                                               i, max_states)  # fmt: skip
+                n = _store(masks, value, back, table, n, base | bits, v, i)
                 if n < 0:
                     return masks, value, back, -1, work
             if sub == 0:
@@ -199,8 +211,9 @@ def _dp(k_start, k_end, size, prev, capacity, need_ptr, gap_ptr, need_gaps, max_
         gain = np.empty(hi - lo, np.int64)
         for i in range(lo, hi):
             gain[i - lo] = _served(masks[i], k, need_ptr, gap_ptr, need_gaps, slot)
-        masks, value, back, n, looked = _layer(masks, value, back, lo, hi, table, k, here, size, prev, slot, slot_size,
-                                   n_slots, clear, capacity[k], gain, max_states)  # fmt: skip
+        masks, value, back, n, looked = _layer(masks, value, back, lo, hi, table, k, here, size,
+                                               prev, slot, slot_size, n_slots, clear,
+                                               capacity[k], gain, max_states)  # fmt: skip
         work += looked
         if n < 0 or work > 16 * max_states:  # capacity may reject most subsets looked at
             return none, -1

@@ -176,3 +176,21 @@ def test_with_alternatives_never_looser_than_the_lp_path(budget):
         assert a.upper <= b.upper and a.lower >= b.lower, f"stream {s}"
         if a.upper_method == "exact":
             assert a.lower == a.upper
+
+
+def test_the_state_limit_changes_no_answer_it_gives(many_streams):
+    # the stored states start small and grow by doubling up to the limit: a limit low enough
+    # to refuse some streams must give the others the same schedule as a generous one
+    given_up = answered = 0
+    for s in range(many_streams.n_streams):
+        model = build_model(many_streams, s, 512, False)
+        full = exact_schedule(model, STATES)
+        if full is None:
+            continue
+        tight = exact_schedule(model, 100)
+        if tight is None:
+            given_up += 1
+        else:
+            answered += 1
+            np.testing.assert_array_equal(tight, full)
+    assert given_up > 0 and answered > 0
