@@ -26,10 +26,12 @@ oracle policy's replay reaches (it scores at least what its plan plans): both bo
 
 The work is about (states per point) x (subsets of the gaps starting there): exponential in
 the open gaps, so it is tried only while the stored states stay under ``max_states`` (the
-``oracle.exact_max_states`` setting) and a point's states fit a dense table of ``2**MAX_SLOTS``;
-beyond that the caller falls back to the LP and integer-program path.  A need is counted when
-its gaps leave the state, so a need with alternatives (served by any of its gaps, which all end
-at its request) counts once; with demand fetch such a model is left to the LP path
+``oracle.exact_max_states`` setting), at most ``MAX_SLOTS`` gaps are open at once and at
+most ``MAX_STARTS`` start at one point; beyond that the caller falls back to the LP and
+integer-program path.  A layer's states are found by their mask: in a dense table while few
+gaps are open, else in a hash table (both give the same states in the same order).  A need is
+counted when its gaps leave the state, so a need with alternatives (served by any of its gaps,
+which all end at its request) counts once; with demand fetch such a model is left to the LP path
 (:func:`exact_schedule`).
 """
 
@@ -38,8 +40,11 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-#: Most gaps open at one check point for the dense state table (2**20 entries: 4 MiB).
-MAX_SLOTS = 20
+#: Most gaps open at one check point (a state is a bit mask in an int64).
+MAX_SLOTS = 62
+#: Up to this many open gaps a layer's states are found in a dense table of ``2**slots``
+#: entries; beyond it, in a hash table of twice ``max_states`` entries.
+DENSE_SLOTS = 20
 #: Most gaps starting at one check point (their subsets are enumerated per state).
 MAX_STARTS = 16
 
@@ -99,18 +104,34 @@ def _served(m, k, need_ptr, gap_ptr, need_gaps, slot):
 
 
 @nb.njit(cache=True, nogil=True)
-def _store(masks, value, back, table, n, mask, v, i):
+def _find(table, masks, layer, mask, shift):
+    """Where ``mask`` is, or goes, in the table of the layer ``layer`` (entries of other
+    layers count as empty, so a layer never clears the table): the mask itself in a dense
+    table (``shift`` 0), else a Fibonacci hash of it, probed linearly."""
+    if shift == 0:
+        return mask
+    last = table.shape[1] - 1
+    p = np.int64((np.uint64(mask) * np.uint64(11400714819323198485)) >> np.uint64(shift))
+    while table[0, p] == layer and masks[table[1, p]] != mask:
+        p = (p + 1) & last
+    return p
+
+
+@nb.njit(cache=True, nogil=True)
+def _store(masks, value, back, table, layer, shift, n, mask, v, i):
     """Put (mask, value ``v``, back pointer ``i``) in the layer being built (``n`` states so
     far), or raise the value of the state with that mask; the new count (-1: no room left,
-    which :func:`_layer` leaves only at ``max_states``)."""
-    t = table[mask]
-    if t >= 0:
+    which :func:`_layer` leaves only at ``max_states``).  ``table`` rows: the layer an entry
+    belongs to, and its state."""
+    p = _find(table, masks, layer, mask, shift)
+    if table[0, p] == layer:
+        t = table[1, p]
         if v > value[t]:  # ties keep the first schedule found: deterministic
             value[t], back[t] = v, i
         return n
     if n == masks.shape[0]:
         return -1
-    table[mask] = n
+    table[0, p], table[1, p] = layer, n
     masks[n], value[n], back[n] = mask, v, i
     return n + 1
 
@@ -134,7 +155,7 @@ def _grown(a, room):
 
 
 @nb.njit(cache=True, nogil=True)
-def _layer(masks, value, back, lo, hi, table, k, starts, size, prev, slot, slot_size,
+def _layer(masks, value, back, lo, hi, table, shift, k, starts, size, prev, slot, slot_size,
            n_slots, clear, room, gain_of, max_states):  # fmt: skip
     """The states after point ``k`` from the states ``lo..hi`` before it (module docstring);
     the arrays, the new end of the stored states (-1: too many) and the subsets looked at."""
@@ -167,19 +188,18 @@ def _layer(masks, value, back, lo, hi, table, k, starts, size, prev, slot, slot_
                     add += size[starts[j]]
                     bits |= 1 << slot[starts[j]]
             if load + add <= room:
-                n = _store(masks, value, back, table, n, base | bits, v, i)
+                n = _store(masks, value, back, table, k, shift, n, base | bits, v, i)
                 if n < 0:
                     return masks, value, back, -1, work
             if sub == 0:
                 break
             sub = (sub - 1) & allowed
-    for r in range(hi, n):
-        table[masks[r]] = -1
     return masks, value, back, n, work
 
 
 @nb.njit(cache=True, nogil=True)
-def _dp(k_start, k_end, size, prev, capacity, need_ptr, gap_ptr, need_gaps, max_states):
+def _dp(k_start, k_end, size, prev, capacity, need_ptr, gap_ptr, need_gaps, max_states,
+        dense_slots):  # fmt: skip
     """The best 0/1 selection of gaps and the needs it serves; (empty, -1) when the stream
     needs more than ``max_states`` stored states or its gaps more slots than allowed.  Needs
     are grouped by the point their gaps end at (``need_ptr``, over points ``0..K``), each with
@@ -191,7 +211,9 @@ def _dp(k_start, k_end, size, prev, capacity, need_ptr, gap_ptr, need_gaps, max_
     slot, n_slots = _assign_slots(k_start, k_end, K, start_ptr, starts, end_ptr, ends)
     if n_slots < 0:
         return none, -1
-    table = np.full(1 << n_slots, -1, np.int64)  # mask -> its index in the layer being built
+    bits = n_slots if n_slots <= dense_slots else int(np.ceil(np.log2(2 * max_states)))
+    shift = 0 if n_slots <= dense_slots else 64 - bits
+    table = np.full((2, 1 << bits), -1, np.int64)  # per entry: its layer, its state
     room = min(max_states, 4 * K + 64)  # stored states, grown by doubling
     masks, value, back = (
         np.zeros(room, np.int64),
@@ -211,7 +233,8 @@ def _dp(k_start, k_end, size, prev, capacity, need_ptr, gap_ptr, need_gaps, max_
         gain = np.empty(hi - lo, np.int64)
         for i in range(lo, hi):
             gain[i - lo] = _served(masks[i], k, need_ptr, gap_ptr, need_gaps, slot)
-        masks, value, back, n, looked = _layer(masks, value, back, lo, hi, table, k, here, size,
+        masks, value, back, n, looked = _layer(masks, value, back, lo, hi, table, shift, k, here,
+                                               size,
                                                prev, slot, slot_size, n_slots, clear,
                                                capacity[k], gain, max_states)  # fmt: skip
         work += looked
@@ -260,22 +283,24 @@ def _group_needs(model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.cumsum(need_ptr), gap_ptr, gaps.astype(np.int64)
 
 
-def exact_schedule(model, max_states: int) -> np.ndarray | None:
+def exact_schedule(model, max_states: int, dense_slots: int = DENSE_SLOTS) -> np.ndarray | None:
     """The integer optimum's 0/1 selection of the model's gaps, or None where the program is
     too wide for the dynamic program, or the model has alternatives and demand fetch (whose
     model lets any alternative be fetched, the simulator only the first: the LP path keeps its
-    own roundings for the lower bound there)."""
+    own roundings for the lower bound there).  ``dense_slots``: the most open gaps for the
+    dense table (at most ``DENSE_SLOTS``; tests lower it to check the hash table)."""
+    dense_slots = min(int(dense_slots), DENSE_SLOTS)
     if max_states <= 0 or model.n_gaps == 0 or (model.has_groups and model.demand_fetch):
         return None
     m = model
     if m.has_groups:
         selected, served = _dp(m.k_start, m.k_end, m.size, m.prev, m.capacity,
-                               *_group_needs(m), int(max_states))  # fmt: skip
+                               *_group_needs(m), int(max_states), dense_slots)  # fmt: skip
     else:  # each gap serves its own need
         need_ptr, need_gaps = _by_point(m.k_end, m.points.shape[0])
         gap_ptr = np.arange(m.n_gaps + 1, dtype=np.int64)
         selected, served = _dp(m.k_start, m.k_end, m.size, m.prev, m.capacity, need_ptr,
-                               gap_ptr, need_gaps, int(max_states))  # fmt: skip
+                               gap_ptr, need_gaps, int(max_states), dense_slots)  # fmt: skip
     if served < 0:
         return None
     if model.planned_hits(selected) != model.forced_hits + served:

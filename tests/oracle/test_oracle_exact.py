@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 from memlens.config.store import DATA_DIR
 from memlens.oracle import OracleSettings, solve
 from memlens.oracle.bounds import milp_schedule
-from memlens.oracle.exact import exact_schedule
+from memlens.oracle.exact import DENSE_SLOTS, exact_schedule
 from memlens.oracle.model import build_model, schedule_load_ok
 from memlens.oracle.solve import clear_memo
-from memlens.testing import rq, trace, traces, w, with_alternatives
+from memlens.testing import random_events, rq, trace, traces, w, with_alternatives
 from memlens.trace.io import load_trace, trace_from_events
 
 STATES = OracleSettings().exact_max_states
@@ -84,6 +84,7 @@ def _against_brute_force(tr, budget: int, fetch: bool, max_gaps: int) -> list:
         assert chosen is not None
         assert schedule_load_ok(model, chosen)
         assert model.planned_hits(chosen) == _brute(model)
+        np.testing.assert_array_equal(exact_schedule(model, STATES, dense_slots=0), chosen)
         models.append(model)
     return models
 
@@ -194,3 +195,31 @@ def test_the_state_limit_changes_no_answer_it_gives(many_streams):
             answered += 1
             np.testing.assert_array_equal(tight, full)
     assert given_up > 0 and answered > 0
+
+
+@pytest.mark.parametrize("budget,fetch", [(256, False), (512, False), (512, True), (1024, False)])
+def test_the_hash_table_finds_what_the_dense_one_finds(many_streams, budget, fetch):
+    # wide streams find their states in a hash table; forced here on every stream (dense
+    # tables for at most 0 open gaps), it must give the dense table's schedule, stream by stream
+    for s in range(many_streams.n_streams):
+        model = build_model(many_streams, s, budget, fetch)
+        dense = exact_schedule(model, STATES)
+        hashed = exact_schedule(model, STATES, dense_slots=0)
+        assert (dense is None) == (hashed is None), f"stream {s}"
+        if dense is not None:
+            np.testing.assert_array_equal(hashed, dense)
+
+
+def test_a_wide_stream_is_solved_in_the_hash_table_and_closes_the_lp_gap():
+    # one random stream of 400 events: 202 gaps, more open at once than a dense table takes
+    tr = trace_from_events(random_events(np.random.default_rng(4), 400, 1))
+    model = build_model(tr, 0, 30, False)
+    open_at = np.zeros(model.points.shape[0] + 1, np.int64)
+    np.add.at(open_at, model.k_start, 1)
+    np.add.at(open_at, model.k_end, -1)
+    assert np.cumsum(open_at).max() > DENSE_SLOTS
+    _, optimum = milp_schedule(model, 10**7)
+    exact, lp = _both_ways(tr, 30, False)
+    assert exact.streams[0].upper_method == "exact"
+    assert exact.upper == exact.lower == optimum  # HiGHS run to the end agrees
+    assert lp.lower <= exact.lower and exact.upper < lp.upper  # the LP path left a gap here

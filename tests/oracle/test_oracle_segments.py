@@ -72,8 +72,11 @@ def test_auto_keeps_one_lp_for_streams_up_to_four_segments():
     """The whole-stream LP is exact where it is cheap: auto cuts only long streams."""
     tr = trace_from_events(random_events(np.random.default_rng(4), 400, 1))
     whole = solve(tr, 30, False, OracleSettings(cache=False, method="lp"))
-    auto = solve(tr, 30, False, OracleSettings(cache=False, segment_references=tr.n_references))
-    cut = solve(tr, 30, False, OracleSettings(cache=False, segment_references=10))
+    # the LP path's segments (the exact program would take this stream whole)
+    auto = solve(tr, 30, False, OracleSettings(cache=False, segment_references=tr.n_references,
+                                               exact_max_states=0))  # fmt: skip
+    cut = solve(tr, 30, False, OracleSettings(cache=False, segment_references=10,
+                                              exact_max_states=0))  # fmt: skip
     assert auto.upper == whole.upper and auto.streams[0].segments == 1
     # each segment's LP is rounded down on its own, so the cut bound may even be lower than
     # the whole one; it still bounds every replayed schedule
