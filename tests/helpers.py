@@ -116,6 +116,14 @@ class PartWay:
             yield k, ev, self.manager
 
 
+def fresh_python(code: str) -> str:
+    """What ``code`` prints when run in a new Python process (failing the test if it fails):
+    for checks of what a process loads or compiles, which this one has done already."""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)  # fmt: skip
+    return proc.stdout
+
+
 def generated_agent_trace(tmp_path_factory, streams: int, events_per_stream: int, seed: int):
     """A generated ``agent`` trace written to a temporary file and loaded back (so it is the
     packed, hashed trace a run reads), for the many-stream oracle tests."""

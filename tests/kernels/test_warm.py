@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import fresh_python
 from memlens.policies.lru import LRU
 from memlens.policies.oracle import Oracle
 from memlens.policies.rule import RuleScorer
@@ -243,9 +244,7 @@ def test_the_intervals_stage_compiles_what_the_intervals_run(tmp_path):
         "interval((np.arange(30.0), np.ones(30)), StatsConfig())\n"
         "print(before, len(k.signatures))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)  # fmt: skip
-    before, after = proc.stdout.split()
+    before, after = fresh_python(code).split()
     assert before == after == "2"
 
 
@@ -275,8 +274,6 @@ def test_the_oracle_stage_compiles_both_of_the_oracles_paths(tmp_path):
         "grown = sorted(n for n, f in jit.items() if len(f.signatures) > before[n])\n"
         "print(len(jit), sum(v > 0 for v in before.values()), grown)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)  # fmt: skip
-    n_jit, compiled, grown = proc.stdout.strip().split(" ", 2)
+    n_jit, compiled, grown = fresh_python(code).strip().split(" ", 2)
     assert int(n_jit) >= 5 and int(compiled) >= 5
     assert grown == "[]"

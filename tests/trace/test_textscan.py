@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from helpers import fresh_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -252,9 +251,7 @@ def test_a_new_process_loads_the_passes_and_compiles_nothing():
         "print(json.dumps({'misses': sum(sum(x.cache_misses.values()) for x in s),"
         " 'hits': [sum(x.cache_hits.values()) for x in s]}))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)  # fmt: skip
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = json.loads(fresh_python(code).strip().splitlines()[-1])
     assert got["misses"] == 0 and min(got["hits"]) >= 1
 
 
