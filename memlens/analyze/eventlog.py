@@ -35,6 +35,7 @@ then moves in the order they happened.  Columns: see :data:`COLUMNS` and ``docs/
 
 from __future__ import annotations
 
+import contextlib
 import math
 import struct
 from dataclasses import dataclass
@@ -640,15 +641,24 @@ def _dict_col(codes: np.ndarray, names, null: int = -1) -> object:
     return pa.DictionaryArray.from_arrays(idx, pa.array(list(names), pa.string()))
 
 
-def _strings(table, rows: np.ndarray, keep: np.ndarray) -> object:
-    """``table[rows]`` (a trace's string column, taken without a Python string per row) where
+def _strings(strings, rows: np.ndarray, keep: np.ndarray) -> object:
+    """``strings[rows]`` (an Arrow string column of the trace: :func:`_sources`) where
     ``keep``, null elsewhere."""
     import pyarrow as pa
 
+    return strings.take(pa.array(np.where(keep, rows, 0).astype(np.int64), mask=~keep))
+
+
+def _sources(trace) -> dict:
+    """The trace's string columns as Arrow arrays (taken without a Python string per row), and
+    the derived items' parents: what every slice of the event table reads, made once."""
     from memlens.trace.packed import arrow_rows
 
-    strings = arrow_rows(table, 0, len(table))
-    return strings.take(pa.array(np.where(keep, rows, 0).astype(np.int64), mask=~keep))
+    def arrow(table):
+        return arrow_rows(table, 0, len(table))
+
+    return {"item_id": arrow(trace.item_id), "req_id": arrow(trace.req_id),
+            "item_text": arrow(trace.item_text), "parents": derived_from(trace)}  # fmt: skip
 
 
 def derived_from(trace) -> dict[int, list[str]]:
@@ -677,12 +687,12 @@ def derived_from(trace) -> dict[int, list[str]]:
     return out
 
 
-def _derived_col(trace, item: np.ndarray, write: np.ndarray):
-    """``derived_from`` (a list of item ids) on the write rows of derived items, else null."""
+def _derived_col(trace, item: np.ndarray, write: np.ndarray, parents: dict):
+    """``derived_from`` (a list of item ids) on the write rows of derived items, else null
+    (``parents``: :func:`derived_from`)."""
     import pyarrow as pa
 
     kind = pa.list_(pa.string())
-    parents = derived_from(trace)
     if not parents:
         return pa.nulls(len(item), kind)
     per_item = pa.array([parents.get(i) for i in range(trace.n_items)], kind)
@@ -695,16 +705,21 @@ def _derived_col(trace, item: np.ndarray, write: np.ndarray):
 DICTIONARY_COLUMNS = ("stream", "kind", "tier_before", "tier_after", "reason", "item_type")
 
 
-def event_table(run, cols: dict[str, np.ndarray] | None = None):
-    """The event log as an Arrow table.  ``item_id`` is on every row about an item; the
-    item's text, tokens and type only on its ``write`` row (join on ``item``), a request's id
-    on its hit and miss rows, the id of the item an eviction made room for on eviction rows."""
+def event_table(run, cols: dict[str, np.ndarray] | None = None, lo: int = 0,
+                hi: int | None = None, sources: dict | None = None):  # fmt: skip
+    """The event log as an Arrow table (rows ``lo:hi`` of it: a row group; ``sources``: the
+    trace's :func:`_sources`, made once for every slice).  ``item_id`` is on every row about
+    an item; the item's text, tokens and type only on its ``write`` row (join on ``item``), a
+    request's id on its hit and miss rows, the id of the item an eviction made room for on
+    eviction rows."""
     import pyarrow as pa
 
     from memlens.trace.model import ITEM_TYPES
 
     trace = run.trace
     cols = build_event_log(run) if cols is None else cols
+    cols = {name: column[lo:hi] for name, column in cols.items()}
+    src = _sources(trace) if sources is None else sources
     item, req, cause, kind = cols["item"], cols["request"], cols["cause_item"], cols["kind"]
     has_item, has_req, has_cause = item >= 0, req >= 0, cause >= 0
     safe_item = np.where(has_item, item, 0)
@@ -712,36 +727,68 @@ def event_table(run, cols: dict[str, np.ndarray] | None = None):
     stream = np.where(has_item, trace.item_stream[safe_item],
                       trace.req_stream[np.where(has_req, req, 0)]).astype(np.int32)  # fmt: skip
     return pa.table({
-        "seq": np.arange(len(item), dtype=np.int64),
+        "seq": np.arange(lo, lo + len(item), dtype=np.int64),
         "event": cols["event"],
         "t": trace.ev_t[cols["event"]],
         "stream": _dict_col(stream, trace.stream_names),
         "kind": _dict_col(kind, KINDS),
         "item": item,
-        "item_id": _strings(trace.item_id, item, has_item),
+        "item_id": _strings(src["item_id"], item, has_item),
         "request": req,
-        "request_id": _strings(trace.req_id, req, has_req),
+        "request_id": _strings(src["req_id"], req, has_req),
         "tier_before": _dict_col(cols["tier_before"], TIERS, null=0),
         "tier_after": _dict_col(cols["tier_after"], TIERS, null=0),
-        "value_before": pa.array(cols["value_before"], from_pandas=True),
-        "value_after": pa.array(cols["value_after"], from_pandas=True),
+        "value_before": _nullable(cols["value_before"]),
+        "value_after": _nullable(cols["value_after"]),
         "reason": _dict_col(cols["reason"], REASONS),
-        "cause_item": _strings(trace.item_id, cause, has_cause),
+        "cause_item": _strings(src["item_id"], cause, has_cause),
         "tokens": pa.array(trace.item_tokens[safe_item], mask=~write),
         "item_type": _dict_col(np.where(write, trace.item_type[safe_item], -1), ITEM_TYPES),
-        "text": _strings(trace.item_text, item, write),
-        "derived_from": _derived_col(trace, item, write),
+        "text": _strings(src["item_text"], item, write),
+        "derived_from": _derived_col(trace, item, write, src["parents"]),
     })  # fmt: skip
 
 
+def _nullable(values: np.ndarray):
+    """Floats with nan as null.  (``pa.array(from_pandas=True)`` does the same but imports
+    pandas, 0.2 s of every ``simulate``.)"""
+    import pyarrow as pa
+
+    return pa.array(values, mask=np.isnan(values))
+
+
+#: Rows per row group of ``events.parquet``.
+EVENT_ROW_GROUP = 1 << 20
+
+
 def write_event_log(path: Path, run, cols: dict[str, np.ndarray] | None = None) -> Path:
-    """``events.parquet`` (atomic), one row group per 1M rows (``cols``: the log, if built)."""
+    """``events.parquet`` (atomic), one row group per :data:`EVENT_ROW_GROUP` rows (``cols``:
+    the log, if built).
+
+    Each row group's Arrow table is made on a pool of two threads while this one writes the
+    groups before it, in order: making the tables is about as long as writing them (0.6 s and
+    1.0 s for 2.6M rows), and ``simulate`` writes the log beside its analyzers and other files,
+    so a second core often has time for it (issue 34).  The same rows as one table in one go."""
+    from concurrent.futures import ThreadPoolExecutor
+
     import pyarrow.parquet as pq
 
     from memlens._util.atomic import atomic_path
 
-    table = event_table(run, cols)
-    with atomic_path(path) as tmp:
-        pq.write_table(table, tmp, row_group_size=1 << 20,
-                       use_dictionary=list(DICTIONARY_COLUMNS))  # fmt: skip
+    cols = build_event_log(run) if cols is None else cols
+    n, sources = len(cols["item"]), _sources(run.trace)
+    bounds = [(lo, min(n, lo + EVENT_ROW_GROUP)) for lo in range(0, max(n, 1), EVENT_ROW_GROUP)]
+    with (
+        atomic_path(path) as tmp,
+        ThreadPoolExecutor(max_workers=2, thread_name_prefix="memlens-events") as pool,
+        contextlib.ExitStack() as stack,
+    ):
+        groups = [pool.submit(event_table, run, cols, lo, hi, sources) for lo, hi in bounds]
+        writer = None
+        for group in groups:
+            table = group.result()
+            if writer is None:
+                writer = stack.enter_context(pq.ParquetWriter(
+                    tmp, table.schema, use_dictionary=list(DICTIONARY_COLUMNS)))  # fmt: skip
+            writer.write_table(table, row_group_size=EVENT_ROW_GROUP)
     return path

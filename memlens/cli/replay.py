@@ -36,7 +36,7 @@ from memlens.config.schema import (
     resolve,
 )
 from memlens.config.store import SettingsError, policy_targets, registered_policies
-from memlens.runs.pipeline import load_trace, run
+from memlens.runs.pipeline import analyze, load_trace, replay
 from memlens.runs.preflight import check_engine, check_files, trace_loader
 from memlens.runs.sweep import Sweep
 from memlens.trace.io import TraceError
@@ -271,7 +271,7 @@ def simulate_task(cfg: DictConfig):
     """``memlens simulate``: one pass of the pipeline, records in the Hydra run dir."""
     from memlens.runs.interrupts import interruptible
     from memlens.runs.tracking import RUN_DIR_TAG, exit_if_required, log_report, mlflow_run
-    from memlens.runs.writers import run_folder, write_run
+    from memlens.runs.writers import event_log_started, run_folder, write_run
 
     settings: RunConfig = resolve(cfg)
     trace = _load(settings)  # with shards: the split trace, never parsed whole
@@ -293,8 +293,10 @@ def simulate_task(cfg: DictConfig):
                 report = simulate_sharded(settings, folder, resolved_yaml)
             paths = sorted(p for p in folder.iterdir() if p.is_file())
         else:
-            done, report = run(settings, trace, record_values=settings.events.enabled)
-            paths = write_run(folder, done, report, resolved_yaml)
+            done = replay(settings, trace, record_values=settings.events.enabled)
+            with event_log_started(folder, done) as log:  # overlaps the analyzers
+                report = analyze(done)
+                paths = write_run(folder, done, report, resolved_yaml, log)
         log_report(tracking, report, paths)
     columns = ["policy", "budget", *summary_columns(settings.retrieval.enabled)]
     rows = [Row(report.row(), report)]

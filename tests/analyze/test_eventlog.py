@@ -322,3 +322,24 @@ def test_rule_probe_is_chosen_for_rule_scorer_subclasses_only():
     tr = trace(*sample_events()[1:])
     fast = _probe_rows(tr, RuleValueProbe, 2)
     assert len(fast) > 0 and fast == _probe_rows(tr, ValueProbe, 2)
+
+
+def test_row_groups_made_in_slices_are_the_table_made_whole(tmp_path, monkeypatch):
+    """``write_event_log`` makes each row group's table on a thread pool from a slice of the
+    log: with groups of 7 rows (so a small trace has many, the last one short), the file reads
+    back as the table made in one go, and its row groups have 7 rows each."""
+    from memlens.analyze import eventlog
+
+    events = [w("a", 2), w("b", 3, meta={"derived_from": "a"}), rq("r1", "a"), w("c", 4),
+              rq("r2", "b", "c"), w("d", 2, meta={"derived_from": ["a", "c"]}), rq("r3", "a"),
+              w("e", 5), rq("r4", "d", "e"), rq("r5", "b")]  # fmt: skip
+    done = _replay(tmp_path, events, "policy=rule", "budget=8", "policy.admit_threshold=0")
+    whole = event_table(done)
+    monkeypatch.setattr(eventlog, "EVENT_ROW_GROUP", 7)
+    path = eventlog.write_event_log(tmp_path / "events.parquet", done)
+    meta = pq.ParquetFile(path).metadata
+    assert meta.num_row_groups == -(-whole.num_rows // 7) > 1
+    assert [meta.row_group(k).num_rows for k in range(meta.num_row_groups - 1)] == [7] * (
+        meta.num_row_groups - 1
+    )
+    assert pq.read_table(path).to_pylist() == whole.to_pylist()

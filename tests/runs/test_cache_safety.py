@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import xxhash
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -543,18 +544,22 @@ def test_a_bad_cap_stops_every_command_before_it_starts(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_digest_is_blake2b_over_the_bytes_as_written_before():
-    """The digest reads arrays without copying them now; entries written by earlier versions
-    (digest over ``tobytes()``) must still verify, so it is recomputed here by hand."""
+def test_digest_is_xxh3_over_the_header_and_every_arrays_layout_and_bytes():
+    """The digest, recomputed here by hand from its definition (XXH3-128 with MemLens's seed
+    over the header's length and bytes, then each array's name, dtype, shape and bytes as
+    ``tobytes()`` gives them): strided, empty and 0-d arrays hash as their copies would."""
     arrays = {"a": np.arange(10, dtype=np.int64)[::2], "b": np.zeros((0, 3)), "c": np.array(7)}
     header = b'{"x": 1}'
-    h = hashlib.blake2b(digest_size=32, person=b"memlens-cache")
+    h = xxhash.xxh3_128(seed=0x6D656D6C656E73)
     h.update(len(header).to_bytes(8, "little"))
     h.update(header)
     for name, a in arrays.items():
         h.update(f"\0{name}\0{a.dtype.str}\0{a.shape}\0".encode())
         h.update(np.ascontiguousarray(a).tobytes())
     assert safecache._digest(header, arrays) == h.digest()
+    arrays["a"] = arrays["a"].copy()
+    arrays["a"][0] = 1  # one changed number: another digest
+    assert safecache._digest(header, arrays) != h.digest()
 
 
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
