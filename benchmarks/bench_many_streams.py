@@ -4,6 +4,8 @@
     .venv/bin/python benchmarks/bench_many_streams.py --label after
     .venv/bin/python benchmarks/bench_many_streams.py --streams 580 --label small   # a quick look
     .venv/bin/python benchmarks/bench_many_streams.py --label after --rerun compare_off
+    .venv/bin/python benchmarks/bench_many_streams.py --label tau --copies-of \
+        datasets/taubench/airline.jsonl.gz --copies 29 --workdir /tmp/memlens-bench-tau
 
 The trace is a held-out-like generated agent trace: ``memlens data generate archetype=agent
 streams=5800 events_per_stream=150 seed=34`` (about 870,000 events in 5,800 streams of 75 to
@@ -32,6 +34,7 @@ average is recorded with every case.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import platform
@@ -64,8 +67,40 @@ def run_child(cmd: list[str], env: dict) -> dict:
             "load": round(os.getloadavg()[0], 2), "stdout": stdout, "stderr": stderr}  # fmt: skip
 
 
+def copied(source: Path, copies: int, out: Path) -> None:
+    """``copies`` copies of every stream of the trace at ``source``, each copy's streams and
+    ids (``id``, ``target``, ``needs``) prefixed ``c<k>/``: a real log's shape (its streams'
+    lengths, item sizes and needs) at the scale of thousands of streams, where the bundled
+    one has hundreds.  Same content in every copy, so only the timings mean anything."""
+
+    def renamed(value, k: int):
+        if isinstance(value, list):
+            return [renamed(v, k) for v in value]
+        return f"c{k}/{value}"
+
+    with gzip.open(source, "rt") as f:
+        header, *lines = f.read().splitlines()
+    events = [json.loads(line) for line in lines]
+    with gzip.open(out, "wt") as f:
+        f.write(header + "\n")
+        for k in range(copies):
+            for e in events:
+                e2 = {**e, **{key: renamed(e[key], k) for key in ("stream", "id", "target",
+                                                                   "needs") if key in e}}  # fmt: skip
+                f.write(json.dumps(e2) + "\n")
+
+
 def trace_path(args, env: dict) -> Path:
-    """The generated trace (written once per workdir and shape)."""
+    """The generated trace, or the copies of ``--copies-of`` (written once per workdir and
+    shape)."""
+    if args.copies_of:
+        source = Path(args.copies_of)
+        path = args.workdir / f"{source.name.split('.')[0]}-x{args.copies}.jsonl.gz"
+        if not path.exists():
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.jsonl.gz")
+            copied(source, args.copies, tmp)
+            tmp.replace(path)
+        return path
     path = args.workdir / f"agent-{args.streams}x{args.events_per_stream}-s{args.seed}.jsonl.gz"
     if not path.exists():
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.jsonl.gz")
@@ -119,6 +154,8 @@ def measure(args) -> dict:
            "events_per_stream": args.events_per_stream, "seed": args.seed,
            "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
                       f"Python {platform.python_version()}"}  # fmt: skip
+    if args.copies_of:  # not generated: say what it is instead
+        out.update(copies_of=args.copies_of, copies=args.copies, events_per_stream=None, seed=None)
     t0 = time.perf_counter()
     run_child([MEMLENS, "--help"], env)  # page cache warm
     out["help"] = {"wall_s": min(run_child([MEMLENS, "--help"], env)["wall_s"] for _ in range(3))}
@@ -222,6 +259,9 @@ def main() -> None:
         help="name the result file many_streams_<label>_<streams>.json",
     )
     p.add_argument("--workdir", type=Path, default=Path("/tmp/memlens-bench-many"))
+    p.add_argument("--copies-of", help="instead of a generated trace: copies of this trace's "
+                   "streams (a real log's shape at scale; see copied())")  # fmt: skip
+    p.add_argument("--copies", type=int, default=29)
     args = p.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     if args.label_suffix_streams:

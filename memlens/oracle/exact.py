@@ -26,7 +26,8 @@ oracle policy's replay reaches (it scores at least what its plan plans): both bo
 
 The work is about (states per point) x (subsets of the gaps starting there): exponential in
 the open gaps, so it is tried only while the stored states stay under ``max_states`` (the
-``oracle.exact_max_states`` setting), at most ``MAX_SLOTS`` gaps are open at once and at
+``oracle.exact_max_states`` setting) and the subsets looked at under ``WORK_PER_STATE`` times
+that, at most ``MAX_SLOTS`` gaps are open at once and at
 most ``MAX_STARTS`` start at one point; beyond that the caller falls back to the LP and
 integer-program path.  A layer's states are found by their mask: in a dense table while few
 gaps are open, else in a hash table (both give the same states in the same order).  A need is
@@ -47,6 +48,12 @@ MAX_SLOTS = 62
 DENSE_SLOTS = 20
 #: Most gaps starting at one check point (their subsets are enumerated per state).
 MAX_STARTS = 16
+#: Subsets looked at, per state allowed (``max_states``), before the program gives up.  A
+#: stream the program gives up on goes to the LP path, so an attempt should cost about what
+#: that path does: a few tens of milliseconds.  At 16 (and 2**18 states) a given-up attempt
+#: took up to 0.9 s, most of the oracle's time on tau-bench's 200 streams at 4096 tokens
+#: (3.9 s of 4 budgets; 1.2 s at 2 and 2**16, every stream's bounds the same; issue 34).
+WORK_PER_STATE = 2
 
 
 @nb.njit(cache=True, nogil=True)
@@ -238,7 +245,9 @@ def _dp(k_start, k_end, size, prev, capacity, need_ptr, gap_ptr, need_gaps, max_
                                                prev, slot, slot_size, n_slots, clear,
                                                capacity[k], gain, max_states)  # fmt: skip
         work += looked
-        if n < 0 or work > 16 * max_states:  # capacity may reject most subsets looked at
+        if (
+            n < 0 or work > WORK_PER_STATE * max_states
+        ):  # capacity may reject most subsets looked at
             return none, -1
         lo, hi = hi, n
     return _traceback(masks, value, back, lo, hi, K, start_ptr, starts, slot, G, need_ptr, gap_ptr,

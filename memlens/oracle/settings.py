@@ -35,8 +35,9 @@ class OracleSettings:
     batch_streams: int = 64
     # method auto: a version 1 stream whose integer program takes at most this many states of
     # memlens.oracle.exact's dynamic program (few keep-intervals open at once: short streams)
-    # is solved exactly by it, both bounds equal, with no LP; 0 = never (the LP path for all)
-    exact_max_states: int = 1 << 18
+    # is solved exactly by it, both bounds equal, with no LP; 0 = never (the LP path for all).
+    # Kept low so that a stream it gives up on costs little more than its LP (issue 34)
+    exact_max_states: int = 1 << 16
     cache: bool = True  # cache results on disk
     cache_dir: str | None = None  # None: $MEMLENS_CACHE/oracle or ~/.cache/memlens/oracle
     # where HiGHS's own output goes (appended; memlens.oracle.quiet): None discards it, so the
