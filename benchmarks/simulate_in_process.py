@@ -20,12 +20,18 @@ import time
 from pathlib import Path
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def arguments(doc: str) -> argparse.Namespace:
+    """``--trace``, ``--runs`` and the extra overrides (after ``--``) of the warm ``simulate``
+    benchmarks (this one and ``simulate_served.py``)."""
+    p = argparse.ArgumentParser(description=doc.split("\n")[0])
     p.add_argument("--trace", required=True)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("overrides", nargs="*", help="extra overrides, after --")
-    args = p.parse_args()
+    return p.parse_args()
+
+
+def main() -> None:
+    args = arguments(__doc__)
     from memlens.cli.main import main as memlens_main
 
     out = Path(tempfile.mkdtemp(prefix="memlens-inproc-"))

@@ -33,6 +33,7 @@ commands:
              target=0.3): least total_cost_usd with request_success >= target
   report     one Markdown/HTML report of an MLflow experiment (memlens report EXPERIMENT)
   ui         the local analytics page (root=outputs port=8765; memlens ui --help)
+  serve      a warm process for the other commands (--socket PATH; then MEMLENS_SERVER=PATH)
 
 examples:
   memlens simulate trace=my.jsonl policy=lru budget=2048 demand_fetch=false
@@ -117,9 +118,26 @@ def main(argv: list[str] | None = None) -> None:
         from memlens.ui.server import main as ui_main
 
         sys.exit(ui_main(rest))
+    elif command == "serve":
+        from memlens.cli.serve import main as serve_main
+
+        sys.exit(serve_main(rest, main))
     else:
         print(f"memlens: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
         sys.exit(2)
+
+
+def _served(argv: list[str]) -> int | None:
+    """The exit code of ``argv`` run by the warm server ``MEMLENS_SERVER`` names (memlens
+    serve), or None: no server is asked, or none ran it (this process runs it)."""
+    import os
+
+    path = os.environ.get("MEMLENS_SERVER")
+    if not path or not argv or argv[0] in ("serve", "ui", "-h", "--help", "help"):
+        return None
+    from memlens.cli.serve import run_through
+
+    return run_through(path, argv)
 
 
 def run() -> None:
@@ -134,6 +152,9 @@ def run() -> None:
     if watched():
         main()
         return
+    served = _served(sys.argv[1:])
+    if served is not None:
+        exit_now(served)
     try:
         main()
     except SystemExit as exc:
