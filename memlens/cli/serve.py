@@ -334,7 +334,10 @@ def _run_child(channel: Channel, request: dict, fds: list[int], command) -> None
 
 def warm_up(command: Callable[[list[str]], None]) -> None:
     """Import what commands use and load numba and the kernels of one small ``simulate``
-    (its output discarded); no thread may be left running, as a fork copies only this one."""
+    (its output discarded).  No Python thread may be left running, as a fork copies only
+    this one; the native threads the libraries keep (OpenBLAS's, Arrow's, jemalloc's) are
+    set up again in a forked child by their own fork handlers, and numba starts none
+    (its threading layer is not initialised: no kernel runs in parallel)."""
     import tempfile
 
     from memlens.config.store import DATA_DIR
