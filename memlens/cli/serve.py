@@ -111,10 +111,13 @@ def run_through(path: str, argv: list[str]) -> int | None:
                    "env": dict(os.environ)}  # fmt: skip
         channel.send(request, _standard_streams())
         first, _ = channel.receive()
-        if first is None or "refused" in first:
-            return _not_served(path, (first or {}).get("refused", "the server closed"))
-        target.pid = first["pid"]  # signals caught before this are sent on now
-        last, _ = channel.receive()
+        if first is not None and "pid" in first:
+            target.pid = first["pid"]  # signals caught before this are sent on now
+            last, _ = channel.receive()
+    if first is None or "pid" not in first:
+        for signum in target.pending:  # Ctrl-C while the server answered: this process's now
+            signal.raise_signal(signum)
+        return _not_served(path, (first or {}).get("refused", "the server closed"))
     if last is None:
         print("error: the command's process under memlens serve ended without an exit code",
               file=sys.stderr)  # fmt: skip
@@ -306,7 +309,10 @@ def _run_child(channel: Channel, request: dict, fds: list[int], command) -> None
     os.setsid()  # signals meant for the server (Ctrl-C where it runs) are not the command's
     for fd in (0, 1, 2):
         os.dup2(fds[fd], fd)
-    os.chdir(request["cwd"])
+    try:
+        os.chdir(request["cwd"])
+    except OSError:  # the client's directory is gone: it runs the command itself
+        os._exit(1)
     os.environ.clear()
     os.environ.update(request["env"])
     sys.argv = ["memlens", *request["argv"]]
