@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 _INFO_FLAGS = {"--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i",
                "--shell-completion", "-sc"}  # fmt: skip
@@ -125,13 +126,22 @@ def check_run_folder(hydra: dict, cfg, multirun: bool) -> None:
     note_missing_parents(path)
 
 
+@dataclass
+class Composed:
+    """What validation composed for one job: its ``hydra.mode`` and, for a single run, Hydra's
+    whole composition (``memlens.config.compose.compose_with_hydra``'s ``keep_full``)."""
+
+    mode: object
+    full: object = None
+
+
 def validate(config_name: str, argv: list[str], check: Callable | None) -> list:
     """Compose and check every job's config; exit 2 with one ``error:`` line on a problem.
 
     ``check(cfg)`` raises on a bad setting and may return a deferred step (a callable: the
     trace parse), run once every job has passed, so a sweep's bad setting costs no parse.
     The run folder, for a command Hydra writes one for, is checked first.  Returns each
-    composed job's ``hydra.mode`` (none for the flags after which nothing runs)."""
+    composed job's :class:`Composed` (none for the flags after which nothing runs)."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
@@ -152,8 +162,8 @@ def validate(config_name: str, argv: list[str], check: Callable | None) -> list:
         deferred = []  # what a check defers (a trace parse) until every job's settings passed
         dirs, modes = dir_overrides(overrides), []
         for job in job_overrides(overrides, multirun):
-            cfg, hydra = compose_with_hydra(config_name, [*job, *dirs])
-            modes.append(hydra["hydra.mode"])
+            cfg, hydra = compose_with_hydra(config_name, [*job, *dirs], keep_full=not multirun)
+            modes.append(Composed(hydra["hydra.mode"], hydra.get("full")))
             check_run_folder(hydra, cfg, multirun)
             later = check(cfg) if check is not None else None
             if callable(later):
@@ -188,11 +198,13 @@ def run_hydra(config_name: str, task: Callable, argv: list[str],
 
 
 @contextlib.contextmanager
-def known_mode(argv: list[str], modes: list) -> Iterator[None]:
-    """Hydra composes a run's config twice, the first time only to read ``hydra.mode``
-    (``Hydra.get_mode``).  For a single run (no ``-m``) whose only ``hydra.*`` overrides are
-    where its folder goes, :func:`validate` composed exactly that config already, so its mode
-    is answered from there: one composition fewer per command (0.3 s; issue 34)."""
+def known_mode(argv: list[str], modes: list[Composed]) -> Iterator[None]:
+    """Hydra composes a run's config twice: the first time only to read ``hydra.mode``
+    (``Hydra.get_mode``), the second for the run.  For a single run (no ``-m``) whose only
+    ``hydra.*`` overrides are where its folder goes, :func:`validate` composed exactly that
+    config already (the same overrides; ``tests/config/test_known_mode.py`` holds the run's
+    files to Hydra's own compositions), so the mode is answered from there and the run is
+    given that composition: two compositions fewer per command (issue 34)."""
     from hydra._internal.hydra import Hydra
 
     flags, overrides = split_args(argv)
@@ -201,12 +213,40 @@ def known_mode(argv: list[str], modes: list) -> Iterator[None]:
     if len(modes) != 1 or others or {"-m", "--multirun"} & set(flags):
         yield
         return
-    original = Hydra.get_mode
-    Hydra.get_mode = lambda self, config_name, overrides: modes[0]
+    get_mode, compose = Hydra.get_mode, Hydra.compose_config
+    Hydra.get_mode = lambda self, config_name, overrides: modes[0].mode
+    Hydra.compose_config = _composed_once(compose, modes[0].full)
     try:
         yield
     finally:
-        Hydra.get_mode = original
+        Hydra.get_mode, Hydra.compose_config = get_mode, compose
+
+
+def _composed_once(compose: Callable, full) -> Callable:
+    """``Hydra.compose_config`` that gives the run validation's composition ``full`` once
+    (configuring logging from it, as Hydra does), and composes anything else itself."""
+    from hydra.core.utils import configure_log
+    from hydra.types import RunMode
+
+    held = [full]
+
+    def compose_config(self, config_name, overrides, run_mode, with_log_configuration=False,
+                       *args, **kwargs):  # fmt: skip
+        cfg = held[0]
+        seen = [] if cfg is None else [*cfg.hydra.overrides.task, *cfg.hydra.overrides.hydra]
+        added = [o for o in overrides if o not in seen]
+        if cfg is None or run_mode != RunMode.RUN or added not in ([], ["hydra.mode=RUN"]):
+            return compose(self, config_name, overrides, run_mode, with_log_configuration,
+                           *args, **kwargs)  # fmt: skip
+        held[0] = None
+        if added:  # Hydra's own override for a config that names no mode: applied as Hydra does
+            cfg.hydra.overrides.hydra.append(added[0])
+            cfg.hydra.mode = RunMode.RUN
+        if with_log_configuration:
+            configure_log(cfg.hydra.hydra_logging, cfg.hydra.verbose)
+        return cfg
+
+    return compose_config
 
 
 def subcommand(argv: list[str], usage: str) -> tuple[str, list[str]] | None:

@@ -56,22 +56,25 @@ def copy_repositories_on_write() -> None:
     CachingConfigRepository._memlens_copy_on_write = True
 
 
-def compose_with_hydra(config_name: str, overrides: list[str] = ()):
+def compose_with_hydra(config_name: str, overrides: list[str] = (), keep_full: bool = False):
     """(:func:`compose_config`'s config, ``{"hydra.run.dir": ..., "hydra.sweep.dir": ...,
     "hydra.output_subdir": ..., "hydra.mode": ...}`` resolved): the pre-flight checks read
-    where the run folder will be from the second, and the run its mode."""
+    where the run folder will be from the second, and the run its mode.  ``keep_full``: the
+    second also holds ``"full"``, a copy of Hydra's whole composition (its ``hydra`` node
+    included), which the run then uses instead of composing again
+    (``memlens.config.app.known_mode``)."""
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
     register_configs()
     copy_repositories_on_write()
     if GlobalHydra.instance().is_initialized():
-        return _compose_strict(config_name, list(overrides))
+        return _compose_strict(config_name, list(overrides), keep_full)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return _compose_strict(config_name, list(overrides))
+        return _compose_strict(config_name, list(overrides), keep_full)
 
 
-def _compose_strict(config_name: str, overrides: list[str]):
+def _compose_strict(config_name: str, overrides: list[str], keep_full: bool = False):
     """Hydra's ``compose``, then the boolean settings read strictly, as they were written on
     the command line and in the chosen YAML files (``memlens._util.values``), and nothing named
     that the registries do not list (``memlens.config.registry``)."""
@@ -87,6 +90,8 @@ def _compose_strict(config_name: str, overrides: list[str]):
     hydra = {key: OmegaConf.select(cfg, key, default=None, throw_on_resolution_failure=False)
              for key in ("hydra.run.dir", "hydra.sweep.dir", "hydra.output_subdir",
                          "hydra.mode")}  # fmt: skip
+    if keep_full:
+        hydra["full"] = copy.deepcopy(cfg)
     with open_dict(cfg):
         del cfg["hydra"]
     check_config(cfg, where, overrides)

@@ -1,5 +1,6 @@
-"""A single run's mode is read from the config validation composed (memlens.config.app
-known_mode): Hydra then composes the run's config once, not twice, and writes the same run."""
+"""A single run's mode and config are the ones validation composed (memlens.config.app
+known_mode): Hydra composes nothing more (three compositions without it), and the run writes
+the same files (.hydra/hydra.yaml, config.yaml, overrides.yaml, metrics.json)."""
 
 from __future__ import annotations
 
@@ -43,8 +44,8 @@ class _nothing:
 def test_one_composition_fewer_and_the_same_run(tmp_path, small_trace, monkeypatch):
     fast = _run(tmp_path, small_trace, monkeypatch, shortcut=True)
     plain = _run(tmp_path, small_trace, monkeypatch, shortcut=False)
-    assert len(fast[0]) == 2  # validation's, the run's
-    assert len(plain[0]) == 3  # and get_mode's
+    assert len(fast[0]) == 1  # validation's, which the run uses
+    assert len(plain[0]) == 3  # validation's, get_mode's and the run's
     assert fast[1:] == plain[1:]
     assert fast[3]
 
