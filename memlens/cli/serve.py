@@ -241,9 +241,12 @@ def _handle(channel: Channel, key: str, listener: socket.socket, command) -> str
             return None
         held_traces(request["argv"], request["cwd"])
         pid = os.fork()
-        if pid == 0:  # the child never returns
-            listener.close()
-            _run_child(channel, request, fds, command)
+        if pid == 0:
+            try:
+                listener.close()
+                _run_child(channel, request, fds, command)  # ends the process
+            finally:
+                os._exit(1)  # never back into the server's loop, whatever happened
         print(f"memlens serve: {' '.join(request['argv'][:1])} in process {pid}", flush=True)
         return None
     finally:
@@ -305,6 +308,7 @@ def _run_child(channel: Channel, request: dict, fds: list[int], command) -> None
     environment; its exit code goes back to the client."""
     from memlens._util.exits import exit_code, exit_now
 
+    signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)  # held outside the command's own time
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # a command's own subprocesses are waited for
     os.setsid()  # signals meant for the server (Ctrl-C where it runs) are not the command's
     for fd in (0, 1, 2):
@@ -322,6 +326,7 @@ def _run_child(channel: Channel, request: dict, fds: list[int], command) -> None
         os._exit(1)
     code = 0
     try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
         command(request["argv"])
     except SystemExit as exc:
         code = exit_code(exc.code)
@@ -333,6 +338,8 @@ def _run_child(channel: Channel, request: dict, fds: list[int], command) -> None
 
         traceback.print_exc()
         code = 1
+    finally:
+        signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)  # a late signal ends nothing more
     with contextlib.suppress(OSError):
         channel.send({"exit": code})
     exit_now(code)

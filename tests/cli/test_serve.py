@@ -160,7 +160,7 @@ def test_the_socket_is_this_users_alone(server):
 
 def test_ctrl_c_reaches_the_served_command(server, tmp_path):
     """SIGINT to the client goes on to the command's process, which stops as a command does
-    when interrupted (exit 130, nothing of the run kept)."""
+    when interrupted (exit 130, nothing of the run kept), whenever it arrives."""
     sock, proc = server
     client = subprocess.Popen([PYTHON, "-m", "memlens", "compare", "mlflow.enabled=false",
                                "resume=false", f"hydra.run.dir={tmp_path / 'run'}"],
@@ -171,3 +171,10 @@ def test_ctrl_c_reaches_the_served_command(server, tmp_path):
     _, err = client.communicate()
     assert client.returncode == 130, err
     assert not (tmp_path / "run" / "compare.json").exists()
+    # the interrupted command's process never ran on into the server's own code (which would
+    # have removed the socket): the server is still there and serves the next command
+    assert sock.exists()
+    after = _memlens("simulate", "policy=lru", "mlflow.enabled=false",
+                     f"hydra.run.dir={tmp_path / 'after'}", cwd=tmp_path, env=_env(sock))  # fmt: skip
+    assert after.returncode == 0 and "note:" not in after.stderr, after.stderr
+    assert proc.stdout.readline().startswith("memlens serve: simulate in process ")
