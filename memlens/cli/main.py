@@ -133,7 +133,7 @@ def _served(argv: list[str]) -> int | None:
     import os
 
     path = os.environ.get("MEMLENS_SERVER")
-    if not path or not argv or argv[0] in ("serve", "ui", "-h", "--help", "help"):
+    if not path or not argv:
         return None
     from memlens.cli.serve import run_through
 

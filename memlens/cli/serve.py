@@ -36,8 +36,9 @@ from pathlib import Path
 
 #: The environment variable that sends commands to a server (its socket's path).
 SERVER_ENV = "MEMLENS_SERVER"
-#: Commands a server never runs: itself, and the page (a long-running server of its own).
-NOT_SERVED = frozenset({"serve", "ui"})
+#: Commands a server never runs: itself, the page (a long-running server of its own), and the
+#: usage text (printed at once, nothing to gain).
+NOT_SERVED = frozenset({"serve", "ui", "-h", "--help", "help"})
 #: The client's signals that go on to the command's process.
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -98,7 +99,10 @@ class Channel:
 # ------------------------------------------------------------------------------- client
 def run_through(path: str, argv: list[str]) -> int | None:
     """Run ``argv`` in the server at ``path``: its exit code, or None when no server there
-    runs it (none listens, or its key differs): the caller runs the command itself."""
+    runs it (a command in :data:`NOT_SERVED`, none listens, or its key differs): the caller
+    runs the command itself."""
+    if argv[0] in NOT_SERVED:
+        return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(path)
@@ -109,7 +113,10 @@ def run_through(path: str, argv: list[str]) -> int | None:
         channel = Channel(sock)
         request = {"key": server_key(), "argv": argv, "cwd": os.getcwd(),
                    "env": dict(os.environ)}  # fmt: skip
-        channel.send(request, _standard_streams())
+        streams = _standard_streams()
+        channel.send(request, streams)
+        for fd in (f for f in streams if f > 2):
+            os.close(fd)  # /dev/null opened for a closed stream: the server holds its own copy
         first, _ = channel.receive()
         if first is not None and "pid" in first:
             target.pid = first["pid"]  # signals caught before this are sent on now

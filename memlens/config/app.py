@@ -135,7 +135,7 @@ class Composed:
     full: object = None
 
 
-def validate(config_name: str, argv: list[str], check: Callable | None) -> list:
+def validate(config_name: str, argv: list[str], check: Callable | None) -> list[Composed]:
     """Compose and check every job's config; exit 2 with one ``error:`` line on a problem.
 
     ``check(cfg)`` raises on a bad setting and may return a deferred step (a callable: the
@@ -160,17 +160,17 @@ def validate(config_name: str, argv: list[str], check: Callable | None) -> list:
     multirun = "-m" in flags or "--multirun" in flags
     try:
         deferred = []  # what a check defers (a trace parse) until every job's settings passed
-        dirs, modes = dir_overrides(overrides), []
+        dirs, composed = dir_overrides(overrides), []
         for job in job_overrides(overrides, multirun):
             cfg, hydra = compose_with_hydra(config_name, [*job, *dirs], keep_full=not multirun)
-            modes.append(Composed(hydra["hydra.mode"], hydra.get("full")))
+            composed.append(Composed(hydra["hydra.mode"], hydra.get("full")))
             check_run_folder(hydra, cfg, multirun)
             later = check(cfg) if check is not None else None
             if callable(later):
                 deferred.append(later)
         for step in deferred:
             step()
-        return modes
+        return composed
     except (HydraException, OmegaConfBaseException, ValueError, TypeError, KeyError,
             OSError) as exc:  # fmt: skip
         print(f"error: {error_message(exc)}", file=sys.stderr)
@@ -186,19 +186,19 @@ def run_hydra(config_name: str, task: Callable, argv: list[str],
     from memlens.config.store import CONF_DIR
 
     register_configs()
-    modes = validate(config_name, argv, check)
+    composed = validate(config_name, argv, check)
     app = hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=config_name)(task)
     saved = sys.argv
     sys.argv = [f"memlens {config_name}", *argv]
     try:
-        with known_mode(argv, modes):
+        with known_mode(argv, composed):
             app()
     finally:
         sys.argv = saved
 
 
 @contextlib.contextmanager
-def known_mode(argv: list[str], modes: list[Composed]) -> Iterator[None]:
+def known_mode(argv: list[str], composed: list[Composed]) -> Iterator[None]:
     """Hydra composes a run's config twice: the first time only to read ``hydra.mode``
     (``Hydra.get_mode``), the second for the run.  For a single run (no ``-m``) whose only
     ``hydra.*`` overrides are where its folder goes, :func:`validate` composed exactly that
@@ -210,12 +210,12 @@ def known_mode(argv: list[str], modes: list[Composed]) -> Iterator[None]:
     flags, overrides = split_args(argv)
     others = [o for o in overrides if o.lstrip("+~").startswith("hydra")
               and o.lstrip("+~").partition("=")[0] not in DIR_KEYS]  # fmt: skip
-    if len(modes) != 1 or others or {"-m", "--multirun"} & set(flags):
+    if len(composed) != 1 or others or {"-m", "--multirun"} & set(flags):
         yield
         return
     get_mode, compose = Hydra.get_mode, Hydra.compose_config
-    Hydra.get_mode = lambda self, config_name, overrides: modes[0].mode
-    Hydra.compose_config = _composed_once(compose, modes[0].full)
+    Hydra.get_mode = lambda self, config_name, overrides: composed[0].mode
+    Hydra.compose_config = _composed_once(compose, composed[0].full)
     try:
         yield
     finally:
