@@ -69,6 +69,8 @@ def dumps_flat_lists(obj, level: int = 0) -> str:
     if isinstance(obj, dict):
         if not obj:
             return "{}"
+        if level >= 1 and (rows := _rows_text(obj, level)) is not None:
+            return rows
         if level >= 2 and all(isinstance(v, _SCALARS) for v in obj.values()):
             return _FLAT.encode(obj)
         items = [f"{inner}{json.dumps(str(k))}: {dumps_flat_lists(v, level + 1)}"
@@ -82,6 +84,36 @@ def dumps_flat_lists(obj, level: int = 0) -> str:
         items = [f"{inner}{dumps_flat_lists(v, level + 1)}" for v in obj]
         return "[\n" + ",\n".join(items) + f"\n{pad}]"
     return _FLAT.encode(obj)
+
+
+def _rows_text(obj: dict, level: int) -> str | None:
+    """What :func:`dumps_flat_lists` writes for ``obj``, through one orjson call, where ``obj``
+    is a row (level 2 and deeper: a dictionary of scalars, on one line) or a table of rows
+    (level 1 and deeper: a dictionary whose values are all rows, a line each, such as a run's
+    5,800 streams: most of a ``simulate``'s metrics.json, five times faster this way).
+
+    orjson writes compactly; its text is spaced as ``_FLAT`` spaces (``":`` and ``,"``) and
+    broken into lines between rows (``}, "``).  A string holding those marks would be broken
+    too, so the text is read back and kept only if it is the same document; None (``json``
+    writes it) for anything else: a list or deeper value, NaN (orjson writes null), a type
+    orjson refuses, or a character beyond ASCII (``json`` escapes it, orjson does not)."""
+    row = level >= 2 and not any(isinstance(v, dict) for v in obj.values())
+    if not row and (level < 1 or not all(type(v) is dict for v in obj.values())):
+        return None
+    try:
+        raw = orjson.dumps(obj)
+    except TypeError:  # a non-str key, a numpy scalar, an integer beyond 64 bits
+        return None
+    if b"[" in raw or not raw.isascii() or b"\x7f" in raw:  # json escapes DEL, orjson not
+        return None
+    if raw.count(b"{") != (1 if row else 1 + len(obj)):
+        return None
+    text = raw.replace(b'":', b'": ').replace(b',"', b', "')
+    if not row:
+        inner = b"\n" + b"  " * (level + 1)
+        rows = text[1:-1].replace(b'}, "', b"}," + inner + b'"')
+        text = b"{" + inner + rows + b"\n" + b"  " * level + b"}"
+    return text.decode() if orjson.loads(text) == obj else None
 
 
 def _is_vector(obj) -> bool:

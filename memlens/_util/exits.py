@@ -40,6 +40,12 @@ def watched() -> bool:
 
 def exit_now(code: object = 0) -> None:
     """Wait for threads, run ``atexit`` handlers, flush, and end with ``exit_code(code)``."""
+    os._exit(wound_down(code))
+
+
+def wound_down(code: object = 0) -> int:
+    """What :func:`exit_now` does before the process ends (threads, ``atexit`` handlers,
+    flushes); returns the status to end with."""
     status = exit_code(code)
     _flush()
     shutdown = getattr(threading, "_shutdown", None)  # the interpreter's own first step
@@ -47,7 +53,7 @@ def exit_now(code: object = 0) -> None:
         shutdown()
     atexit._run_exitfuncs()
     _flush()
-    os._exit(status)
+    return status
 
 
 def _flush() -> None:

@@ -703,6 +703,12 @@ def _derived_col(trace, item: np.ndarray, write: np.ndarray, parents: dict):
 #: Columns with a few distinct values: dictionary-encoded in the Parquet file; the others
 #: (ids, text) are plain (a dictionary of every item id would be rebuilt per row group).
 DICTIONARY_COLUMNS = ("stream", "kind", "tier_before", "tier_after", "reason", "item_type")
+#: Columns whose row groups carry min/max statistics: the numbers, which a query's range
+#: (``event BETWEEN ...``) can use to skip row groups.  The text columns go without: every
+#: row group holds every kind, tier and reason, and computing their statistics was 0.3 s of
+#: the 1.0 s the writer took for 2.6M rows (issue 34).
+STATISTICS_COLUMNS = ("seq", "event", "t", "item", "request", "value_before", "value_after",
+                      "tokens")  # fmt: skip
 
 
 def event_table(run, cols: dict[str, np.ndarray] | None = None, lo: int = 0,
@@ -789,6 +795,7 @@ def write_event_log(path: Path, run, cols: dict[str, np.ndarray] | None = None) 
             table = group.result()
             if writer is None:
                 writer = stack.enter_context(pq.ParquetWriter(
-                    tmp, table.schema, use_dictionary=list(DICTIONARY_COLUMNS)))  # fmt: skip
+                    tmp, table.schema, use_dictionary=list(DICTIONARY_COLUMNS),
+                    write_statistics=list(STATISTICS_COLUMNS)))  # fmt: skip
             writer.write_table(table, row_group_size=EVENT_ROW_GROUP)
     return path

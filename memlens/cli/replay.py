@@ -271,7 +271,7 @@ def simulate_task(cfg: DictConfig):
     """``memlens simulate``: one pass of the pipeline, records in the Hydra run dir."""
     from memlens.runs.interrupts import interruptible
     from memlens.runs.tracking import RUN_DIR_TAG, exit_if_required, log_report, mlflow_run
-    from memlens.runs.writers import event_log_started, run_folder, write_run
+    from memlens.runs.writers import run_folder, tables_started, write_run
 
     settings: RunConfig = resolve(cfg)
     trace = _load(settings)  # with shards: the split trace, never parsed whole
@@ -294,9 +294,9 @@ def simulate_task(cfg: DictConfig):
             paths = sorted(p for p in folder.iterdir() if p.is_file())
         else:
             done = replay(settings, trace, record_values=settings.events.enabled)
-            with event_log_started(folder, done) as log:  # overlaps the analyzers
+            with tables_started(folder, done) as started:  # overlap the analyzers
                 report = analyze(done)
-                paths = write_run(folder, done, report, resolved_yaml, log)
+                paths = write_run(folder, done, report, resolved_yaml, started)
         log_report(tracking, report, paths)
     columns = ["policy", "budget", *summary_columns(settings.retrieval.enabled)]
     rows = [Row(report.row(), report)]

@@ -6,6 +6,7 @@ Their own module so that the solver (``memlens.oracle.solve``) and its disk cach
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -33,7 +34,7 @@ class OracleResult:
     budget: int
     demand_fetch: bool
     streams: list[StreamBound]
-    plans: list[np.ndarray] = field(repr=False)  # per stream (n, 2): anchor event, item
+    plans: Sequence[np.ndarray] = field(repr=False)  # per stream (n, 2): anchor event, item
     wall_s: float = 0.0
     from_cache: bool = False  # not computed by this call (process memo or disk cache)
 

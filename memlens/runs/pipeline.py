@@ -22,8 +22,8 @@ no number of its row.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -119,14 +119,25 @@ class Replay:
             or self.result.extra.get("outside_oracle_class", False)
         )
 
-    @cached_property
+    @property
     def tiers(self) -> TierLog:
-        """Every tier move (from the live retrieval record, or replayed from the WM log)."""
+        """Every tier move (from the live retrieval record, or replayed from the WM log), made
+        once: ``simulate``'s writer threads and its analyzers may ask at the same time."""
+        with _TIERS_MADE:
+            if "_tiers" not in self.__dict__:
+                self.__dict__["_tiers"] = self._replay_tiers()
+            return self.__dict__["_tiers"]
+
+    def _replay_tiers(self) -> TierLog:
         if self.retrieval is not None:
             return self.retrieval.tiers
         t = self.settings.tiers
         return replay_tiers(self.trace, self.result, short_term_tokens=t.short_term_tokens,
                             ttl_s=t.ttl_s)  # fmt: skip
+
+
+#: Held while a replay's tier log is made (:attr:`Replay.tiers`).
+_TIERS_MADE = threading.Lock()
 
 
 def replay(settings: RunConfig, trace: Trace, record_values: bool = False) -> Replay:

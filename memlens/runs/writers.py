@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from memlens._util.atomic import atomic_path, write_json, write_text
+from memlens._util.atomic import atomic_path, dumps_flat_lists, write_text
 from memlens._util.folders import remove_created_parents
 from memlens._util.processes import Process
 from memlens.analyze.metrics import per_request_table
@@ -50,10 +50,12 @@ RESULT_FILES = frozenset(
 ROW_GROUP = 1 << 18
 
 
-def write_parquet(path: Path, columns: dict, rows_per_group: int = ROW_GROUP) -> None:
+def write_parquet(path: Path, columns: dict, rows_per_group: int = ROW_GROUP,
+                  dictionary: tuple[str, ...] | None = None, ascending: tuple[str, ...] = ()):  # fmt: skip
     """Columns (numpy arrays, lists, or the list-like views of ``memlens.trace.packed``) as one
     Parquet file, converted and written a row group at a time: a run of tens of millions of
-    moves never holds its whole table as Arrow (or Python) objects."""
+    moves never holds its whole table as Arrow (or Python) objects.  The encodings
+    (:func:`parquet_options`) change how the file is stored, never what it holds."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -64,8 +66,29 @@ def write_parquet(path: Path, columns: dict, rows_per_group: int = ROW_GROUP) ->
             hi = min(n, lo + rows_per_group)
             batch = pa.table({k: arrow_rows(v, lo, hi) for k, v in columns.items()})
             if writer is None:
-                writer = stack.enter_context(pq.ParquetWriter(tmp, batch.schema))
+                options = parquet_options(batch.schema, dictionary, ascending)
+                writer = stack.enter_context(pq.ParquetWriter(tmp, batch.schema, **options))
             writer.write_table(batch)
+
+
+def parquet_options(schema, dictionary: tuple[str, ...] | None, ascending: tuple[str, ...]):
+    """``ParquetWriter`` options: ``dictionary``, the columns to dictionary-encode (None: all),
+    those with few distinct values (on ids and event numbers the encoding costs time and saves
+    nothing); ``ascending``, integer columns whose values ascend (event numbers), stored as
+    deltas (a quarter of the size); min/max statistics for the numeric columns only, which a
+    range query can use (those of text columns were a fifth of writing ``moves.parquet``)."""
+    import pyarrow as pa
+
+    numeric = [
+        f.name for f in schema if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)
+    ]
+    options = {"use_dictionary": True if dictionary is None else list(dictionary),
+               "write_statistics": numeric}  # fmt: skip
+    if ascending:
+        if dictionary is None or set(ascending) & set(dictionary):
+            raise ValueError("an ascending column is delta-encoded, not dictionary-encoded")
+        options["column_encoding"] = dict.fromkeys(ascending, "DELTA_BINARY_PACKED")
+    return options
 
 
 def moves_table(run: Replay) -> dict:
@@ -80,60 +103,69 @@ def moves_table(run: Replay) -> dict:
 
 
 @contextlib.contextmanager
-def event_log_started(out_dir: Path, run: Replay) -> Iterator[Future | None]:
-    """Start writing the event log (``events.parquet``) on a second thread now, right after
-    the replay, so that it overlaps the analyzers as well as the other writers: the log is a
-    warm ``simulate``'s longest step (about 2 s for 870,000 events, of a 0.1 s replay; issue
-    34), and Arrow's encoding releases the GIL.  Yields its future (None without a log) for
-    :func:`write_run`; the block's end waits for the thread."""
-    if not run.settings.events.enabled:
-        yield None
-        return
+def tables_started(out_dir: Path, run: Replay) -> Iterator[dict[str, Future]]:
+    """Start writing the run's tables now, right after the replay, each on a thread of its own,
+    so that they overlap each other, the analyzers and ``metrics.json``'s encoding: the event
+    log (``events.parquet``, a warm ``simulate``'s longest step: about 2 s for 870,000 events,
+    of a 0.1 s replay; issue 34), ``per_request.parquet`` and ``moves.parquet`` (with the tier
+    log it is made from: the kernel releases the GIL, and so does Arrow's encoding).  Yields
+    their futures, by file name, for :func:`write_run`; the block's end waits for them."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    run.tiers  # noqa: B018 (computed once, here, before two threads read it)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="memlens-writer") as pool:
-        yield pool.submit(_write_event_log, out_dir, run)
+    s = run.settings
+    tables = {"per_request.parquet": _write_per_request}
+    if s.output.moves:
+        tables["moves.parquet"] = _write_moves
+    if s.events.enabled:
+        tables["events.parquet"] = _write_event_log
+    with ThreadPoolExecutor(max_workers=len(tables), thread_name_prefix="memlens-writer") as pool:
+        yield {name: pool.submit(write, out_dir / name, run) for name, write in tables.items()}
 
 
 def write_run(out_dir: Path, run: Replay, report: Report, resolved_yaml: str,
-              log: Future | None = None) -> list[Path]:  # fmt: skip
+              started: dict[str, Future] | None = None) -> list[Path]:  # fmt: skip
     """Every record of one run, in ``out_dir`` (a :func:`run_folder`); returns the paths.
 
-    The event log (the largest file, about a second per million rows) is written on a second
-    thread, each file whole and atomic, ``metrics.json`` last: ``log`` is that thread's future
-    when :func:`event_log_started` started it already, else it is started here."""
-    if log is None and run.settings.events.enabled:
-        with event_log_started(out_dir, run) as started:
+    The tables are written on threads (:func:`tables_started`; ``started``: their futures when
+    it started them already, else they are started here), each file whole and atomic;
+    ``metrics.json`` is encoded meanwhile and written last, after every other file."""
+    if started is None:
+        with tables_started(out_dir, run) as started:
             return write_run(out_dir, run, report, resolved_yaml, started)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    s, doc = run.settings, report.to_dict()
-    if s.output.moves:
-        run.tiers  # noqa: B018
-    paths = [out_dir / "per_request.parquet"]
-    write_parquet(paths[0], per_request_table(run.trace, run.result, run.retrieval,
-                                              s.price_per_mtok, s.costs))  # fmt: skip
-    if s.output.moves:
-        paths.append(out_dir / "moves.parquet")
-        write_parquet(paths[-1], moves_table(run))
+    doc = report.to_dict()
+    metrics = dumps_flat_lists(doc) + "\n"
+    write_text(out_dir / "resolved_config.yaml", resolved_yaml)
+    paths = [started[name].result() for name in ("per_request.parquet", "moves.parquet")
+             if name in started]  # fmt: skip
     paths.append(out_dir / "resolved_config.yaml")
-    write_text(paths[-1], resolved_yaml)
-    if log is not None:  # the event log and the static HTML report built from it
+    if "events.parquet" in started:  # the event log and the static HTML report built from it
         from memlens.present.static_report import write_static_report
 
-        events, columns = log.result()
+        events, columns = started["events.parquet"].result()
         paths += [events, write_static_report(out_dir / "report.html", columns, doc)]
     paths.append(out_dir / "metrics.json")
-    write_json(paths[-1], doc, flat_lists=True)  # last: its presence means "complete"
+    write_text(paths[-1], metrics)  # last: its presence means "complete"
     return paths
 
 
-def _write_event_log(out_dir: Path, run: Replay):
+def _write_per_request(path: Path, run: Replay) -> Path:
+    s = run.settings
+    columns = per_request_table(run.trace, run.result, run.retrieval, s.price_per_mtok, s.costs)
+    write_parquet(path, columns, dictionary=("stream",), ascending=("event",))
+    return path
+
+
+def _write_moves(path: Path, run: Replay) -> Path:
+    write_parquet(path, moves_table(run), dictionary=("from", "to"), ascending=("event",))
+    return path
+
+
+def _write_event_log(path: Path, run: Replay):
     """``events.parquet`` and the log's columns (``report.html`` is drawn from them)."""
     from memlens.analyze.eventlog import build_event_log, write_event_log
     from memlens.analyze.logviews import EventLog
 
     cols = build_event_log(run)
-    return write_event_log(out_dir / "events.parquet", run, cols), EventLog(cols, run.trace)
+    return write_event_log(path, run, cols), EventLog(cols, run.trace)
 
 
 def _prefix(target: Path, kind: str) -> str:

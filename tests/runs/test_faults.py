@@ -427,8 +427,12 @@ def test_an_unreachable_tracking_server_costs_one_warning_not_the_run(tmp_path, 
 # --- whole run folders ----------------------------------------------------------------------
 
 
-def _fail_writing_json(path, obj, **_):  # the Parquet files and the config are written
-    raise OSError("disk full")
+def _fail_writing_metrics(path, text):  # the Parquet files and the config are written
+    from memlens._util.atomic import write_text
+
+    if Path(path).name == "metrics.json":
+        raise OSError("disk full")
+    write_text(path, text)
 
 
 def _fail_on_the_writer_thread(*_args, **_kwargs):
@@ -438,7 +442,7 @@ def _fail_on_the_writer_thread(*_args, **_kwargs):
 @pytest.mark.parametrize(
     ("where", "name", "fail", "message"),
     [
-        ("memlens.runs.writers", "write_json", _fail_writing_json, "disk full"),
+        ("memlens.runs.writers", "write_text", _fail_writing_metrics, "disk full"),
         # the event log is written on a second thread (memlens.runs.writers.write_run): its
         # failure reaches the run all the same
         ("memlens.analyze.eventlog", "write_event_log", _fail_on_the_writer_thread,

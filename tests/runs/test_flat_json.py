@@ -81,3 +81,67 @@ def test_an_array_is_written_as_its_list(values):
 def test_non_finite_numbers_in_an_array_are_refused(tmp_path, bad):
     with pytest.raises(ValueError):
         write_json(tmp_path / "x.json", {"a": np.array([1.0, bad])}, flat_lists=True)
+
+
+numbers = (
+    st.floats(allow_nan=False, allow_infinity=False) | st.integers(-(2**70), 2**70) | st.booleans()
+)
+
+
+@given(st.dictionaries(st.text(), numbers | st.none() | st.text(max_size=3)
+                       | st.sampled_from(["exact", "lp", "a b"])
+                       | st.lists(numbers, max_size=3), max_size=8))  # fmt: skip
+def test_a_row_of_scalars_reads_back_as_json_writes_it(row):
+    """A stream's row (a dictionary two deep) goes through orjson when it holds only numbers
+    and plain words: keys or strings with ``,:"\\``, a control character or beyond ASCII, and
+    any other value, fall back to ``json``; either way the row reads back
+    as ``json.dumps`` writes it, number for number and type for type, and a row of scalars is
+    on one line."""
+    text = dumps_flat_lists({"streams": {"s": row}})
+    if all(isinstance(v, (int, float, str, type(None))) for v in row.values()):
+        line = text.split("\n")[2].strip()
+        assert line.startswith('"s": {') and line.endswith("}")
+    back = json.loads(text)["streams"]["s"]
+    want = json.loads(json.dumps(row))
+    assert list(back) == list(want)
+    assert [(type(v), v) for v in back.values()] == [(type(v), v) for v in want.values()]
+
+
+def test_a_row_of_scalars_is_spaced_as_json_spaces_it():
+    row = {"hit_rate": 0.5, "evictions": 3, "ok": True, "p95": 1019.0, "method": "exact"}
+    assert dumps_flat_lists(row, 2) == json.dumps(row, separators=(", ", ": "))
+    for awkward in (
+        {"a,": 1},
+        {":a": 1},
+        {'a"': 1},
+        {"a\\": 1},
+        {"a": None},
+        {"é": 1},
+        {"a": "b,c"},
+        {"a": "é"},
+        {"a": "\x7f"},
+        {"a": "\n"},
+    ):
+        assert dumps_flat_lists(awkward, 2) == json.dumps(awkward, separators=(", ", ": "))
+    lists = {"num": [1.0, 2.0], "den": [3, 4]}  # a row of lists keeps a line per key
+    assert dumps_flat_lists(lists, 2) == '{\n      "num": [1.0, 2.0],\n      "den": [3, 4]\n    }'
+
+
+def _table_as_json_writes_it(table: dict) -> str:
+    """A level-1 table of rows in :func:`dumps_flat_lists`' layout, by ``json`` alone."""
+    rows = [
+        f"    {json.dumps(k)}: {json.dumps(r, separators=(', ', ': '))}" for k, r in table.items()
+    ]
+    return "{\n" + ",\n".join(rows) + "\n  }" if rows else "{}"
+
+
+ints_and_words = st.integers(-(2**63), 2**63 - 1) | st.booleans() | st.none() | st.text(max_size=4)
+
+
+@given(st.dictionaries(st.text(max_size=4), st.dictionaries(st.text(max_size=4), ints_and_words,
+                                                            max_size=4), max_size=4))  # fmt: skip
+def test_a_table_of_rows_is_written_as_json_writes_it(table):
+    """A dictionary of rows (a run's streams) goes through orjson in one call and is split into
+    lines between rows; whatever its keys and strings hold (``}, "``, quotes, non-ASCII), the
+    text is byte for byte what ``json`` writes in that layout."""
+    assert dumps_flat_lists(table, 1) == _table_as_json_writes_it(table)
