@@ -273,7 +273,7 @@ def held_traces(argv: list[str], cwd: str) -> None:
     The trace of a plain ``trace=PATH`` is loaded here, from its cache entry only (a trace
     never parsed is parsed by the child, and held from the next command on), so each child
     starts with it, as the second run in one process does (0.3 s of 870,000 events), and
-    with the intervals' resample counts over its streams."""
+    with what the analyzers make per trace (:func:`_per_trace_made`)."""
     from memlens.runs import pipeline
     from memlens.trace.cache import cached_facts, load_trace_cached
 
@@ -287,17 +287,23 @@ def held_traces(argv: list[str], cwd: str) -> None:
     trace = load_trace_cached(path)
     if _stat(path) == before:  # not rewritten while it was read
         pipeline._TRACES[(path, True)], _HELD[path] = trace, before
-        _resample_counts_made(trace.n_streams)
+        _per_trace_made(trace)
 
 
-def _resample_counts_made(n_streams: int) -> None:
-    """Make the default bootstrap's resample counts over ``n_streams`` streams here, once for
-    every child: ``memlens.analyze.stats`` keeps them per process, and each child's own copy
-    would go with it (0.2-0.3 s of a ``simulate`` over 5,800 streams)."""
+def _per_trace_made(trace) -> None:
+    """Make here, once for every child, what a second run in one process finds made for its
+    trace (each child's own would go with it): the index of its streams, its references'
+    prices at the default costs and the default bootstrap's resample counts over its streams
+    (0.3 s of a ``simulate`` over 5,800 streams).  Other settings make their own, as before."""
+    from memlens.analyze.costs import CostsConfig
+    from memlens.analyze.metrics import reference_prices, stream_index
     from memlens.analyze.stats import StatsConfig, resample_counts
+    from memlens.config.schema import CommonConfig
 
+    stream_index(trace)
+    reference_prices(trace, CommonConfig.price_per_mtok, CostsConfig())
     stats = StatsConfig()
-    resample_counts(n_streams, stats.bootstrap, stats.seed)
+    resample_counts(trace.n_streams, stats.bootstrap, stats.seed)
 
 
 def _plain_trace(argv: list[str], cwd: str) -> str | None:

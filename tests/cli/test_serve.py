@@ -48,21 +48,26 @@ def _metrics(folder) -> dict:
 
 
 def test_a_served_simulate_writes_what_a_local_one_writes(server, tmp_path):
+    """Twice, after the local run: the server holds the trace from its cache entry, and each
+    served command starts from what the server made for it (the parsed trace, its stream
+    index, its references' prices, the resample counts over its streams)."""
     sock, proc = server
     args = ["simulate", "policy=rule", "budget=512", "mlflow.enabled=false"]
-    served = _memlens(*args, f"hydra.run.dir={tmp_path / 'served'}", cwd=tmp_path,
-                      env=_env(sock))  # fmt: skip
-    assert served.returncode == 0, served.stderr
-    assert "note:" not in served.stderr  # it was served, not run here
-    assert proc.stdout.readline().startswith("memlens serve: simulate in process ")
     here = _memlens(*args, f"hydra.run.dir={tmp_path / 'here'}", cwd=tmp_path,
                     env={**os.environ, "PYTHONWARNINGS": "ignore"})  # fmt: skip
     assert here.returncode == 0, here.stderr
-    assert _metrics(tmp_path / "served") == _metrics(tmp_path / "here")
-    for name in ("per_request.parquet", "events.parquet"):
-        a, b = (pq.read_table(tmp_path / d / name) for d in ("served", "here"))
-        assert a.equals(b), name
-    assert _table(served.stdout) == _table(here.stdout) and "hit_rate" in served.stdout
+    assert "low" in _metrics(tmp_path / "here")["intervals"]["hit_rate"]  # resampled streams
+    for k in (1, 2):
+        served = _memlens(*args, f"hydra.run.dir={tmp_path / f'served{k}'}", cwd=tmp_path,
+                          env=_env(sock))  # fmt: skip
+        assert served.returncode == 0, served.stderr
+        assert "note:" not in served.stderr  # it was served, not run here
+        assert proc.stdout.readline().startswith("memlens serve: simulate in process ")
+        assert _metrics(tmp_path / f"served{k}") == _metrics(tmp_path / "here")
+        for name in ("per_request.parquet", "moves.parquet", "events.parquet"):
+            a, b = (pq.read_table(tmp_path / d / name) for d in (f"served{k}", "here"))
+            assert a.equals(b), name
+        assert _table(served.stdout) == _table(here.stdout) and "hit_rate" in served.stdout
 
 
 def _table(stdout: str) -> list[list[str]]:
