@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import sys
 
-from memlens.config.app import run_hydra
-
 USAGE = """usage: memlens <command> [key=value ...]
 
 commands:
@@ -73,6 +71,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     command, rest = argv[0], argv[1:]
     from memlens._util.safecache import environment_error
+    from memlens.config.app import run_hydra  # here: a client of memlens serve needs none of it
 
     if problem := environment_error():  # a bad MEMLENS_CACHE_MAX_BYTES: before any work
         print(f"error: {problem}", file=sys.stderr)

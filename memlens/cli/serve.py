@@ -22,7 +22,6 @@ the client's own process, after one ``note:`` line on stderr.  ``memlens serve -
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import json
@@ -437,6 +436,8 @@ DESCRIPTION = (
 
 def main(argv: list[str], command: Callable[[list[str]], None]) -> int:
     """``memlens serve``; ``command`` runs one command line (``memlens.cli.main.main``)."""
+    import argparse  # here: a client needs none of it
+
     p = argparse.ArgumentParser(prog="memlens serve", description=DESCRIPTION)
     p.add_argument("--socket", required=True, type=Path, help="the Unix socket's path")
     p.add_argument("--stop", action="store_true", help="stop the server on --socket")
