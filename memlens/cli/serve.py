@@ -375,7 +375,7 @@ def _run_child(channel: Channel, request: dict, fds: list[int], command) -> None
 
 def warm_up(command: Callable[[list[str]], None]) -> None:
     """Import what commands use and load numba and the kernels of one small ``simulate``
-    (its output discarded).  No Python thread may be left running, as a fork copies only
+    (its output discarded); compose the registered policies' configs.  No Python thread may be left running, as a fork copies only
     this one; the native threads the libraries keep (OpenBLAS's, Arrow's, jemalloc's) are
     set up again in a forked child by their own fork handlers, and numba starts none
     (its threading layer is not initialised: no kernel runs in parallel)."""
@@ -392,9 +392,24 @@ def warm_up(command: Callable[[list[str]], None]) -> None:
 
     for path, _ in pipeline._TRACES:  # the warm-up's trace stays held while its file is as read
         _HELD[path] = _stat(path)
+    _policies_composed()
     if threading.active_count() > 1:
         raise SystemExit("error: memlens serve: threads still run after the warm-up "
                          f"({[t.name for t in threading.enumerate()]}); cannot fork safely")  # fmt: skip
+
+
+def _policies_composed() -> None:
+    """Compose every registered policy's config with no overrides, as ``compare`` does for its
+    policies (``memlens.cli.replay.composed_policy``, once per process): a served ``compare``
+    or ``recommend`` then composes none of them (ten Hydra compositions, about 1 s).  The
+    configs hold no interpolation, and the server's key covers the files they are made from.
+    One that fails to compose is left to the command, which reports it."""
+    from memlens.cli.replay import composed_policy
+    from memlens.config.store import registered_policies
+
+    for name in registered_policies():
+        with contextlib.suppress(Exception):
+            composed_policy(name, [])
 
 
 @contextlib.contextmanager

@@ -70,6 +70,28 @@ def test_a_served_simulate_writes_what_a_local_one_writes(server, tmp_path):
         assert _table(served.stdout) == _table(here.stdout) and "hit_rate" in served.stdout
 
 
+def test_a_served_compare_writes_what_a_local_one_writes(server, tmp_path):
+    """The server composed every registered policy's config at its start (as a compare
+    composes its policies, once per process): a served compare's rows are the local ones."""
+    sock, proc = server
+    args = ["compare", "policies=[lru,rule]", "budgets=[256,512]", "oracle.enabled=false",
+            "mlflow.enabled=false", "resume=false"]  # fmt: skip
+    here = _memlens(*args, f"hydra.run.dir={tmp_path / 'here'}", cwd=tmp_path,
+                    env={**os.environ, "PYTHONWARNINGS": "ignore"})  # fmt: skip
+    served = _memlens(*args, f"hydra.run.dir={tmp_path / 'served'}", cwd=tmp_path,
+                      env=_env(sock))  # fmt: skip
+    assert here.returncode == 0 and served.returncode == 0, here.stderr + served.stderr
+    assert "note:" not in served.stderr
+    assert proc.stdout.readline().startswith("memlens serve: compare in process ")
+    rows = [[{k: v for k, v in row.items() if k not in SPEEDS} for row in
+             json.loads((tmp_path / d / "compare.json").read_text())] for d in ("here", "served")]  # fmt: skip
+    assert rows[0] == rows[1] and [r["policy"] for r in rows[0]] == ["lru", "lru", "rule", "rule"]
+
+
+#: compare.json's per-row timings, which differ run to run.
+SPEEDS = ("wall_s", "events_per_s", "compile_s")
+
+
 def _table(stdout: str) -> list[list[str]]:
     """The printed table's cells, but its last column (events per second, a speed)."""
     return [line.split()[:-1] for line in stdout.split("\n\n")[0].splitlines()]
@@ -183,3 +205,17 @@ def test_ctrl_c_reaches_the_served_command(server, tmp_path):
                      f"hydra.run.dir={tmp_path / 'after'}", cwd=tmp_path, env=_env(sock))  # fmt: skip
     assert after.returncode == 0 and "note:" not in after.stderr, after.stderr
     assert proc.stdout.readline().startswith("memlens serve: simulate in process ")
+
+
+def test_the_server_composes_every_registered_policy_as_compare_would():
+    """What the warm-up leaves in the per-process cache is each policy's own composition (a
+    composition that failed would be missing, and compare would compose it again)."""
+    from memlens.cli import replay, serve
+    from memlens.config.compose import policy_config
+    from memlens.config.store import registered_policies
+
+    replay._POLICY_CONFIGS.clear()
+    serve._policies_composed()
+    assert set(replay._POLICY_CONFIGS) == {(n, ()) for n in registered_policies()}
+    for name in ("lru", "learned"):
+        assert replay.composed_policy(name, []) == policy_config(name)
