@@ -109,7 +109,13 @@ class Interval:
 
 
 def resample_counts(n_streams: int, bootstrap: int, seed: int) -> np.ndarray:
-    """``(bootstrap, n_streams)`` counts: how often each stream is drawn in each replicate."""
+    """``(bootstrap, n_streams)`` counts: how often each stream is drawn in each replicate.
+
+    Read-only small integers: ``uint8``, or ``uint32`` in the one case a count passes 255 (a
+    stream drawn 256 times in one replicate: never with fewer than 256 streams, and with more
+    as good as never).  The replicate sums widen each count to a float, so they are those of a
+    float64 matrix bit for bit, from an eighth of the memory (12 MB, not 93 MB, for 2,000
+    resamples of 5,800 streams), made three times faster and read faster (issue 34)."""
     return _counts_by_stream(n_streams, bootstrap, seed).T
 
 
@@ -118,15 +124,24 @@ def _counts_by_stream(n_streams: int, bootstrap: int, seed: int) -> np.ndarray:
     """:func:`resample_counts` stored transposed, ``(n_streams, bootstrap)``: the layout the
     replicate sums read (``memlens.kernels.bootstrap``)."""
     rng = np.random.default_rng([seed, n_streams])
-    idx = rng.integers(0, n_streams, size=(bootstrap, n_streams))
-    counts, width = np.empty((n_streams, bootstrap)), 128
-    block = np.empty((width, n_streams))
-    for lo in range(0, bootstrap, width):  # a replicate at a time (one offset bincount over the
-        hi = min(bootstrap, lo + width)  # whole matrix took 7x longer), transposed in blocks
-        for k in range(lo, hi):
-            block[k - lo] = np.bincount(idx[k], minlength=n_streams)
-        counts[:, lo:hi] = block[: hi - lo].T
+    counts = counted(rng.integers(0, n_streams, size=(bootstrap, n_streams)), n_streams)
     counts.flags.writeable = False
+    return counts
+
+
+def counted(draws: np.ndarray, n_streams: int) -> np.ndarray:
+    """``(n_streams, replicates)``: how often each replicate's row of ``draws`` (stream
+    indices) names each stream, as ``uint8``, or ``uint32`` once a count passes 255."""
+    replicates = draws.shape[0]
+    counts, width = np.empty((n_streams, replicates), np.uint8), 128
+    block = np.empty((width, n_streams), np.int64)
+    for lo in range(0, replicates, width):  # a replicate at a time (one offset bincount over
+        hi = min(replicates, lo + width)  # the whole matrix took 7x longer), transposed in blocks
+        for k in range(lo, hi):
+            block[k - lo] = np.bincount(draws[k], minlength=n_streams)
+        if block[: hi - lo].max(initial=0) > np.iinfo(counts.dtype).max:
+            counts = counts.astype(np.uint32)  # a stream drawn 256 times or more: wider
+        counts[:, lo:hi] = block[: hi - lo].T
     return counts
 
 

@@ -196,9 +196,9 @@ def reader_stage() -> Stage:
 
 def intervals_stage() -> Stage:
     """The bootstrap's replicate sums (``memlens.kernels.bootstrap``): every run's intervals,
-    with the read-only count matrix the intervals pass (``memlens.analyze.stats``: a
-    specialisation of its own, which a writable matrix alone left to the first run's jobs to
-    compile unannounced) and a writable one."""
+    with the read-only ``uint8`` count matrix the intervals pass (``memlens.analyze.stats``: a
+    specialisation of its own, which another matrix alone left to the first run's jobs to
+    compile unannounced) and a writable float one."""
 
     def run() -> None:
         import numpy as np
@@ -206,7 +206,7 @@ def intervals_stage() -> Stage:
         from memlens.kernels.bootstrap import replicate_sums
 
         replicate_sums(np.ones((2, 3)), np.ones((3, 2)))
-        counts = np.ones((2, 3))
+        counts = np.ones((2, 3), np.uint8)
         counts.flags.writeable = False  # as memlens.analyze.stats.resample_counts gives it
         replicate_sums(counts, np.ones((3, 2)))
 

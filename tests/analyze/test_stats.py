@@ -102,9 +102,31 @@ def test_resample_counts_are_the_draws_counted(n, bootstrap, seed):
             expected[b, i] += 1
     counts = resample_counts(n, bootstrap, seed)
     assert counts.shape == (bootstrap, n)
-    assert counts.dtype == np.float64 and not counts.flags.writeable
+    assert counts.dtype == np.uint8 and not counts.flags.writeable  # small integers, exact
     assert np.array_equal(counts, expected)
     assert (counts.sum(axis=1) == n).all()
+
+
+def test_counts_widen_when_a_stream_is_drawn_256_times_and_sum_as_floats_do():
+    """A replicate drawing one stream 300 times (possible from 256 streams on) is counted
+    exactly (uint32); every matrix gives the replicate sums of its float64 copy, bit for bit."""
+    from memlens.analyze.stats import counted
+    from memlens.kernels.bootstrap import replicate_sums
+
+    rng = np.random.default_rng(2)
+    draws = rng.integers(0, 300, size=(200, 300))
+    draws[150] = 7  # one replicate: stream 7, 300 times
+    counts = counted(draws, 300)
+    assert counts.dtype == np.uint32 and counts[7, 150] == 300 and counts[:, 150].sum() == 300
+    for b in (0, 149, 199):
+        assert np.array_equal(counts[:, b], np.bincount(draws[b], minlength=300))
+    columns = rng.normal(size=(300, 3)) * 10.0 ** rng.integers(-8, 8, size=(300, 3))
+    small = counted(draws[:150], 300)
+    assert small.dtype == np.uint8
+    for matrix in (counts, small):
+        as_float = np.ascontiguousarray(matrix, dtype=np.float64)
+        got, want = replicate_sums(matrix, columns), replicate_sums(as_float, columns)
+        assert np.array_equal(got.view(np.int64), want.view(np.int64))  # bit for bit
 
 
 def test_paired_interval_is_narrower_when_policies_move_together():
