@@ -23,6 +23,7 @@ the client's own process, after one ``note:`` line on stderr.  ``memlens serve -
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import json
 import os
@@ -235,6 +236,10 @@ def _listen(path: Path) -> socket.socket:
 
 
 def _handle(channel: Channel, key: str, listener: socket.socket, command) -> str | None:
+    """One client's request, run in a forked child.  The server's objects are frozen for the
+    fork (``gc.freeze``): a child's cyclic collections then look only at what it made, not at
+    the hundreds of thousands of objects the warm-up left (Hydra's, the policies' configs),
+    which took 0.17 s of a served ``simulate`` (0.82-0.90 s frozen, 1.00-1.07 s not)."""
     request, fds = channel.receive(with_fds=True)
     try:
         if request is None:
@@ -246,6 +251,7 @@ def _handle(channel: Channel, key: str, listener: socket.socket, command) -> str
             channel.send({"refused": "the server runs other code or settings (restart it)"})
             return None
         held_traces(request["argv"], request["cwd"])
+        gc.freeze()  # the child inherits it: its collections pass the server's objects by
         pid = os.fork()
         if pid == 0:
             try:
@@ -253,6 +259,7 @@ def _handle(channel: Channel, key: str, listener: socket.socket, command) -> str
                 _run_child(channel, request, fds, command)  # ends the process
             finally:
                 os._exit(1)  # never back into the server's loop, whatever happened
+        gc.unfreeze()  # the server's own garbage is collected as before
         print(f"memlens serve: {' '.join(request['argv'][:1])} in process {pid}", flush=True)
         return None
     finally:
