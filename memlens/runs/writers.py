@@ -75,8 +75,8 @@ def parquet_options(schema, dictionary: tuple[str, ...] | None, ascending: tuple
     """``ParquetWriter`` options: ``dictionary``, the columns to dictionary-encode (None: all),
     those with few distinct values (on ids and event numbers the encoding costs time and saves
     nothing); ``ascending``, integer columns whose values ascend (event numbers), stored as
-    deltas (a quarter of the size); min/max statistics for the numeric columns only, which a
-    range query can use (those of text columns were a fifth of writing ``moves.parquet``)."""
+    deltas (``moves.parquet``: 11.1 -> 8.1 MB); min/max statistics for numeric columns only,
+    which a range query can use (those of text columns were a fifth of writing the moves)."""
     import pyarrow as pa
 
     numeric = [
