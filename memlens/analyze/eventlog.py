@@ -710,14 +710,7 @@ def _derived_col(trace, item: np.ndarray, write: np.ndarray, parents: dict):
 #: Columns with a few distinct values: dictionary-encoded in the Parquet file; the others
 #: (ids, text) are plain (a dictionary of every item id would be rebuilt per row group).
 DICTIONARY_COLUMNS = ("stream", "kind", "tier_before", "tier_after", "reason", "item_type")
-#: Columns whose row groups carry min/max statistics: the numbers, which a query's range
-#: (``event BETWEEN ...``) can use to skip row groups.  The text columns go without: every
-#: row group holds every kind, tier and reason, and computing their statistics was 0.3 s of
-#: the 1.0 s the writer took for 2.6M rows (issue 34).
-STATISTICS_COLUMNS = ("seq", "event", "t", "item", "request", "value_before", "value_after",
-                      "tokens")  # fmt: skip
-#: Columns whose values ascend (the log is in replay order): stored as deltas, smaller and
-#: faster to write than plain numbers.
+#: Columns whose values ascend (the log is in replay order): stored as deltas.
 ASCENDING_COLUMNS = ("seq", "event")
 
 
@@ -790,6 +783,7 @@ def write_event_log(path: Path, run, cols: dict[str, np.ndarray] | None = None) 
     import pyarrow.parquet as pq
 
     from memlens._util.atomic import atomic_path
+    from memlens._util.parquet import writer_options
 
     cols = build_event_log(run) if cols is None else cols
     n, sources = len(cols["item"]), _sources(run.trace)
@@ -804,9 +798,7 @@ def write_event_log(path: Path, run, cols: dict[str, np.ndarray] | None = None) 
         for group in groups:
             table = group.result()
             if writer is None:
-                writer = stack.enter_context(pq.ParquetWriter(
-                    tmp, table.schema, use_dictionary=list(DICTIONARY_COLUMNS),
-                    write_statistics=list(STATISTICS_COLUMNS),
-                    column_encoding=dict.fromkeys(ASCENDING_COLUMNS, "DELTA_BINARY_PACKED")))  # fmt: skip
+                options = writer_options(table.schema, DICTIONARY_COLUMNS, ASCENDING_COLUMNS)
+                writer = stack.enter_context(pq.ParquetWriter(tmp, table.schema, **options))
             writer.write_table(table, row_group_size=EVENT_ROW_GROUP)
     return path

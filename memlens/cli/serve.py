@@ -259,10 +259,10 @@ def _handle(channel: Channel, key: str, listener: socket.socket, command) -> str
                 _run_child(channel, request, fds, command)  # ends the process
             finally:
                 os._exit(1)  # never back into the server's loop, whatever happened
-        gc.unfreeze()  # the server's own garbage is collected as before
         print(f"memlens serve: {' '.join(request['argv'][:1])} in process {pid}", flush=True)
         return None
     finally:
+        gc.unfreeze()  # (the child never gets here) the server's garbage is collected as before
         for fd in fds:
             os.close(fd)
 
@@ -382,10 +382,11 @@ def _run_child(channel: Channel, request: dict, fds: list[int], command) -> None
 
 def warm_up(command: Callable[[list[str]], None]) -> None:
     """Import what commands use and load numba and the kernels of one small ``simulate``
-    (its output discarded); compose the registered policies' configs.  No Python thread may be left running, as a fork copies only
-    this one; the native threads the libraries keep (OpenBLAS's, Arrow's, jemalloc's) are
-    set up again in a forked child by their own fork handlers, and numba starts none
-    (its threading layer is not initialised: no kernel runs in parallel)."""
+    (its output discarded); compose the registered policies' configs.  No Python thread may
+    be left running, as a fork copies only this one; the native threads the libraries keep
+    (OpenBLAS's, Arrow's, jemalloc's) are set up again in a forked child by their own fork
+    handlers, and numba starts none (its threading layer is not initialised: no kernel runs
+    in parallel)."""
     import tempfile
 
     from memlens.config.store import DATA_DIR

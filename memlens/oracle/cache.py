@@ -96,7 +96,8 @@ class StoredPlans(Sequence):
         s = operator.index(s)
         if not -len(self) <= s < len(self):
             raise IndexError(f"stream {s} of {len(self)}")
-        lo, hi = self._ptr[s % len(self)], self._ptr[s % len(self) + 1]
+        s %= len(self)
+        lo, hi = self._ptr[s], self._ptr[s + 1]
         return np.stack([self._event[lo:hi], self._item[lo:hi]], axis=1).astype(np.int64)
 
 

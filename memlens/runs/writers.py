@@ -28,6 +28,7 @@ from pathlib import Path
 
 from memlens._util.atomic import atomic_path, dumps_flat_lists, write_text
 from memlens._util.folders import remove_created_parents
+from memlens._util.parquet import writer_options
 from memlens._util.processes import Process
 from memlens.analyze.metrics import per_request_table
 from memlens.analyze.report import Report
@@ -55,7 +56,7 @@ def write_parquet(path: Path, columns: dict, rows_per_group: int = ROW_GROUP,
     """Columns (numpy arrays, lists, or the list-like views of ``memlens.trace.packed``) as one
     Parquet file, converted and written a row group at a time: a run of tens of millions of
     moves never holds its whole table as Arrow (or Python) objects.  The encodings
-    (:func:`parquet_options`) change how the file is stored, never what it holds."""
+    (``memlens._util.parquet``) change how the file is stored, never what it holds."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -66,29 +67,9 @@ def write_parquet(path: Path, columns: dict, rows_per_group: int = ROW_GROUP,
             hi = min(n, lo + rows_per_group)
             batch = pa.table({k: arrow_rows(v, lo, hi) for k, v in columns.items()})
             if writer is None:
-                options = parquet_options(batch.schema, dictionary, ascending)
+                options = writer_options(batch.schema, dictionary, ascending)
                 writer = stack.enter_context(pq.ParquetWriter(tmp, batch.schema, **options))
             writer.write_table(batch)
-
-
-def parquet_options(schema, dictionary: tuple[str, ...] | None, ascending: tuple[str, ...]):
-    """``ParquetWriter`` options: ``dictionary``, the columns to dictionary-encode (None: all),
-    those with few distinct values (on ids and event numbers the encoding costs time and saves
-    nothing); ``ascending``, integer columns whose values ascend (event numbers), stored as
-    deltas (``moves.parquet``: 11.1 -> 8.1 MB); min/max statistics for numeric columns only,
-    which a range query can use (those of text columns were a fifth of writing the moves)."""
-    import pyarrow as pa
-
-    numeric = [
-        f.name for f in schema if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)
-    ]
-    options = {"use_dictionary": True if dictionary is None else list(dictionary),
-               "write_statistics": numeric}  # fmt: skip
-    if ascending:
-        if dictionary is None or set(ascending) & set(dictionary):
-            raise ValueError("an ascending column is delta-encoded, not dictionary-encoded")
-        options["column_encoding"] = dict.fromkeys(ascending, "DELTA_BINARY_PACKED")
-    return options
 
 
 def moves_table(run: Replay) -> dict:
