@@ -489,12 +489,14 @@ def _retrieval_summary(trace: Trace, result: SimResult, rec, req_mask: np.ndarra
 
 def compute_metrics(
     trace: Trace, result: SimResult, price_per_mtok: float = 3.0, retrieval=None,
-    costs: CostsConfig | None = None,
+    costs: CostsConfig | None = None, stream_rows: bool = True,
 ) -> dict:  # fmt: skip
     """Overall metrics, per-stream metrics, timing and per-stream parts for one replay.
 
     ``retrieval``: a ``memlens.retrieval.RetrievalRecord`` when request-time retrieval ran.
     ``costs``: miss penalties, latencies and value weights (default: ``CostsConfig()``).
+    ``stream_rows``: False leaves the per-stream metrics out (``streams`` is empty; the parts,
+    which the intervals read, are the same): a compare job's report shows none of them.
     """
     costs = costs if costs is not None else CostsConfig()
     needs_count = trace.req_needs_count
@@ -507,14 +509,18 @@ def compute_metrics(
         result.budget, price_per_mtok, refs, costs,
     ))  # fmt: skip
     index = stream_index(trace)
-    p95 = grouped_percentile(ctx, index.requests, 95)  # every stream's at once
+    # every stream's at once (a row's figure only: no interval reads it)
+    p95 = (
+        grouped_percentile(ctx, index.requests, 95) if stream_rows else [None] * len(index.requests)
+    )
     everything = np.ones(trace.n_requests, dtype=bool)
     overall.update(_retrieval_summary(trace, result, retrieval, everything, price_per_mtok))
     if retrieval is None and all(m.by_stream is not None for m in _per_stream_metrics()):
-        streams, parts = _streams_at_once(trace, result, hits, refs, p95, price_per_mtok)
+        streams, parts = _streams_at_once(trace, result, hits, refs, p95, price_per_mtok,
+                                          stream_rows)  # fmt: skip
     else:
         streams, parts = _stream_by_stream(trace, result, hits, refs, p95, price_per_mtok,
-                                           retrieval, costs)  # fmt: skip
+                                           retrieval, costs, stream_rows)  # fmt: skip
     del refs
     overall.update(sums_over_streams(overall, parts))
     wall = result.wall_s
@@ -537,9 +543,10 @@ def compute_metrics(
 
 
 def _stream_by_stream(trace: Trace, result: SimResult, hits: np.ndarray, refs: References,
-                      p95: list, price_per_mtok: float, retrieval, costs: CostsConfig):  # fmt: skip
-    """Per-stream metrics and parts, each stream's group computed in turn (with retrieval on,
-    or a metric without ``by_stream``)."""
+                      p95: list, price_per_mtok: float, retrieval, costs: CostsConfig,
+                      stream_rows: bool = True):  # fmt: skip
+    """Per-stream metrics (none without ``stream_rows``) and parts, each stream's group
+    computed in turn (with retrieval on, or a metric without ``by_stream``)."""
     index = stream_index(trace)
     needs_count = trace.req_needs_count
     streams, per_stream = {}, StreamParts(len(trace.stream_names))
@@ -551,8 +558,10 @@ def _stream_by_stream(trace: Trace, result: SimResult, hits: np.ndarray, refs: R
             int(result.false_evictions[s]), result.budget, price_per_mtok,
             refs.select(index.references[s]), costs, p95[s],
         )  # fmt: skip
-        streams[name] = _summary(g)
         per_stream.add(s, g)
+        if not stream_rows:
+            continue
+        streams[name] = _summary(g)
         if retrieval is None:  # by index: the same rows as the mask, without a pass per stream
             part = _retrieval_summary(trace, result, None, rows, price_per_mtok,
                                       index.references[s], p95[s])  # fmt: skip
@@ -636,17 +645,21 @@ def _per_stream_metrics() -> list[Metric]:
 
 
 def _streams_at_once(trace: Trace, result: SimResult, hits: np.ndarray, refs: References,
-                     p95: list, price_per_mtok: float) -> tuple[dict, dict]:  # fmt: skip
-    """Per-stream metrics and parts from :class:`StreamColumns`, every stream at once."""
+                     p95: list, price_per_mtok: float, stream_rows: bool = True
+                     ) -> tuple[dict, dict]:  # fmt: skip
+    """Per-stream metrics (none without ``stream_rows``) and parts from
+    :class:`StreamColumns`, every stream at once."""
     cols = stream_columns(trace, result, hits, refs, p95, price_per_mtok)
     columns, parts = {}, {}
     for m in _per_stream_metrics():
         num, den = m.by_stream(cols)
-        if m.compute is not None:
+        if m.compute is not None and stream_rows:
             columns[m.key] = _values(num, den, m.fmt == "d")
         if m.parts is not None:
             parts[m.key] = (np.asarray(num, dtype=np.float64),
                             None if den is None else np.asarray(den, dtype=np.float64))  # fmt: skip
+    if not stream_rows:
+        return {}, parts
     columns.update({key: columns[same] for key, same in RETRIEVAL_OFF.items()})
     keys = list(columns)
     rows = zip(*(columns[k] for k in keys), strict=True)

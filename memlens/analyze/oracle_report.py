@@ -19,12 +19,8 @@ def _rate(hits: int, refs: int) -> float | None:
     return None if refs == 0 else hits / refs
 
 
-def section(result: OracleResult, trace: Trace, hits: int, hit_rate, applies: bool) -> dict:
-    refs = result.references
-    upper = _rate(result.upper, refs)
-    regret = None
-    if applies and upper is not None and hit_rate is not None:
-        regret = upper - hit_rate
+def _stream_bounds(result: OracleResult, trace: Trace) -> dict:
+    """Each stream's bounds, as rates and as counts."""
     streams = {}
     for name, b in zip(trace.stream_names, result.streams, strict=True):
         streams[name] = {
@@ -36,6 +32,18 @@ def section(result: OracleResult, trace: Trace, hits: int, hit_rate, applies: bo
             "upper_method": b.upper_method,
             "lower_method": b.lower_method,
         }
+    return streams
+
+
+def section(result: OracleResult, trace: Trace, hits: int, hit_rate, applies: bool,
+            stream_rows: bool = True) -> dict:  # fmt: skip
+    """The section's block (``stream_rows``: with each stream's bounds; a compare job's
+    report, which shows none of them, goes without)."""
+    refs = result.references
+    upper = _rate(result.upper, refs)
+    regret = None
+    if applies and upper is not None and hit_rate is not None:
+        regret = upper - hit_rate
     out = {
         "enabled": True,
         "applies": applies,
@@ -48,8 +56,9 @@ def section(result: OracleResult, trace: Trace, hits: int, hit_rate, applies: bo
         "hits": int(hits),
         "references": refs,
         "upper_method": result.upper_method,
-        "streams": streams,
     }
+    if stream_rows:
+        out["streams"] = _stream_bounds(result, trace)
     if not applies:
         out["note"] = (
             "this policy can bring items into working memory outside writes, pins and demand "
@@ -59,11 +68,12 @@ def section(result: OracleResult, trace: Trace, hits: int, hit_rate, applies: bo
 
 
 def analyze(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSettings,
-            hits: int, applies: bool) -> Section:  # fmt: skip
+            hits: int, applies: bool, stream_rows: bool = True) -> Section:  # fmt: skip
     """The ``oracle`` section, with ``oracle_upper`` and ``regret`` for ``overall``.
 
     ``applies`` is false for a replay that can place items outside writes, pins and demand
-    fetch (a policy declaring ``outside_oracle_class``, or retrieval with promotion).
+    fetch (a policy declaring ``outside_oracle_class``, or retrieval with promotion);
+    ``stream_rows``: :func:`section`'s.
     """
     if not settings.enabled:
         return Section("oracle", {"enabled": False}, {"oracle_upper": None, "regret": None})
@@ -71,7 +81,7 @@ def analyze(trace: Trace, budget: int, demand_fetch: bool, settings: OracleSetti
 
     bounds = solve(trace, budget, demand_fetch, settings)
     refs = trace.n_references
-    sec = section(bounds, trace, hits, _rate(hits, refs), applies)
+    sec = section(bounds, trace, hits, _rate(hits, refs), applies, stream_rows)
     return Section(
         "oracle",
         sec,

@@ -114,8 +114,12 @@ def _check_stream_keys(sec: Section) -> None:
         check_keys(values, f"section {sec.name or '-'}, stream {name}")
 
 
-def assemble(identity: dict, sections: list[Section]) -> Report:
-    """Merge the analyzers' sections into one report (each metric key declared once)."""
+def assemble(identity: dict, sections: list[Section],
+             stream_names: list[str] | None = None) -> Report:  # fmt: skip
+    """Merge the analyzers' sections into one report (each metric key declared once).
+
+    ``stream_names``: the streams the parts are in the order of (the trace's); None: those
+    the sections' rows name, in their order (a report without rows per stream must say)."""
     overall: dict = {}
     streams: dict = {}
     timing: dict = {}
@@ -142,7 +146,7 @@ def assemble(identity: dict, sections: list[Section]) -> Report:
         sections=blocks,
         warnings=warnings,
         stream_parts=parts,
-        stream_names=list(streams),
+        stream_names=list(streams) if stream_names is None else list(stream_names),
         memlens_version=package_version(),
         git_commit=git_commit(),
     )

@@ -15,9 +15,9 @@
    ``memlens.runs.tracking`` (MLflow).
 
 ``simulate`` is one pass through :func:`run`; ``compare`` is a loop of the same passes, so both
-give identical numbers for identical settings.  A compare job skips the analyzers whose
-sections no compare output shows (:data:`ROW_ANALYZERS`: no tier bookkeeping), which changes
-no number of its row.
+give identical numbers for identical settings.  A compare job skips what no compare output
+shows (:data:`JOB_ANALYZERS`: no tier bookkeeping, no row per stream), which changes no number
+of its row.
 """
 
 from __future__ import annotations
@@ -167,9 +167,10 @@ def replay(settings: RunConfig, trace: Trace, record_values: bool = False) -> Re
 
 
 # ------------------------------------------------------------------- 4. analyzers
-def analyze_metrics(run: Replay) -> Section:
+def analyze_metrics(run: Replay, stream_rows: bool = True) -> Section:
     m = compute_metrics(run.trace, run.result, price_per_mtok=run.settings.price_per_mtok,
-                        retrieval=run.retrieval, costs=run.settings.costs)  # fmt: skip
+                        retrieval=run.retrieval, costs=run.settings.costs,
+                        stream_rows=stream_rows)  # fmt: skip
     timing = {**m["timing"], "compile_s": job_compile_s(run.policy, run.settings)}
     return Section("", overall=m["overall"], streams=m["streams"], timing=timing,
                    stream_parts=m["stream_parts"])  # fmt: skip
@@ -183,11 +184,11 @@ def job_compile_s(policy, settings: CommonConfig) -> float:
     return round(compile_seconds(stage_labels(policy, settings.oracle.enabled)), 3)
 
 
-def analyze_oracle(run: Replay) -> Section:
+def analyze_oracle(run: Replay, stream_rows: bool = True) -> Section:
     s = run.settings
     hits = int(run.result.need_hit.sum())
     return oracle_report.analyze(run.trace, s.budget, s.demand_fetch, s.oracle, hits,
-                                 applies=not run.outside_oracle_class)  # fmt: skip
+                                 not run.outside_oracle_class, stream_rows)  # fmt: skip
 
 
 def analyze_tiers(run: Replay) -> Section:
@@ -219,10 +220,29 @@ def analyze_warnings(run: Replay) -> Section:
 #: Every analyzer: ``simulate`` runs them all (metrics.json has every section).
 ANALYZERS = (analyze_metrics, analyze_oracle, analyze_tiers, analyze_retrieval,
              analyze_warnings)  # fmt: skip
-#: The analyzers whose output can reach a ``compare`` row, compare.json or the sweep's resume
-#: entries.  The tiers section is none of these, and replaying the move log through the lower
-#: tiers was about 30% of a large compare job, so compare's jobs leave it out.
+#: Every analyzer but the tiers': what a compare row, compare.json, the sweep's resume entries
+#: or a sharded run's shard summary can show.  Replaying the move log through the lower tiers
+#: was about 30% of a large compare job, and none of these reads it.
 ROW_ANALYZERS = tuple(a for a in ANALYZERS if a is not analyze_tiers)
+
+
+def analyze_job_metrics(run: Replay) -> Section:
+    """:func:`analyze_metrics` without a row per stream (its parts, which the intervals and
+    the paired differences read, are the same)."""
+    return analyze_metrics(run, stream_rows=False)
+
+
+def analyze_job_oracle(run: Replay) -> Section:
+    """:func:`analyze_oracle` without each stream's bounds."""
+    return analyze_oracle(run, stream_rows=False)
+
+
+#: A compare job's analyzers: :data:`ROW_ANALYZERS` without the rows per stream, which no
+#: compare output shows.  5,800 streams' rows were a tenth of a job's analysis, and its
+#: resume entry took 0.10 s to write with them against 0.01 s without: 40 of them, 2.5 s of a
+#: compare's main process (issue 34).  (A sharded run's shards keep :data:`ROW_ANALYZERS`: its
+#: merged report has the rows.)
+JOB_ANALYZERS = (analyze_job_metrics, analyze_job_oracle, analyze_retrieval, analyze_warnings)
 
 
 # ---------------------------------------------------------------------- 5. Report
@@ -244,7 +264,7 @@ def analyze(run: Replay, analyzers=ANALYZERS) -> Report:
         "seed": s.seed,
         "outside_oracle_class": run.outside_oracle_class,
     }
-    report = assemble(identity, [analyzer(run) for analyzer in analyzers])
+    report = assemble(identity, [analyzer(run) for analyzer in analyzers], trace.stream_names)
     # statistics: every decomposable metric's bootstrap interval over the trace's streams
     report.intervals = intervals(report.stream_parts, s.stats)
     return report
@@ -253,7 +273,7 @@ def analyze(run: Replay, analyzers=ANALYZERS) -> Report:
 def run(settings: RunConfig, trace: Trace | None = None, record_values: bool = False,
         analyzers=ANALYZERS) -> tuple[Replay, Report]:  # fmt: skip
     """Steps 2-5 for resolved settings: the replay and its report (from ``analyzers``:
-    :data:`ROW_ANALYZERS` for a compare job)."""
+    :data:`JOB_ANALYZERS` for a compare job)."""
     trace = trace if trace is not None else load_trace(settings)
     done = replay(settings, trace, record_values)
     return done, analyze(done, analyzers)

@@ -41,7 +41,7 @@ from memlens.config.schema import (
 from memlens.kernels.warm import COMPILE_S, compile_seconds
 from memlens.policy import announce_budgets
 from memlens.runs import resume
-from memlens.runs.pipeline import ROW_ANALYZERS, forget_traces, load_trace, run
+from memlens.runs.pipeline import JOB_ANALYZERS, forget_traces, load_trace, run
 from memlens.trace.cache import cached_events
 from memlens.trace.features import CONTENT_FEATURES_KEY
 
@@ -135,7 +135,7 @@ def plan(settings: CompareConfig, jobs, trace_hashes: dict[str, str]) -> list[Jo
 def run_job(job: Job) -> tuple[Report | None, str | None]:
     """One replay (in a worker process): its report, or the error that stopped it."""
     try:
-        _, report = run(job.settings, load_trace(job.settings), analyzers=ROW_ANALYZERS)
+        _, report = run(job.settings, load_trace(job.settings), analyzers=JOB_ANALYZERS)
         return report, None
     except Exception as exc:  # noqa: BLE001 - one job's failure must not stop the sweep
         last = traceback.format_exception_only(type(exc), exc)[-1].strip()

@@ -56,19 +56,27 @@ def write_parquet(path: Path, columns: dict, rows_per_group: int = ROW_GROUP,
     """Columns (numpy arrays, lists, or the list-like views of ``memlens.trace.packed``) as one
     Parquet file, converted and written a row group at a time: a run of tens of millions of
     moves never holds its whole table as Arrow (or Python) objects.  The encodings
-    (``memlens._util.parquet``) change how the file is stored, never what it holds."""
+    (``memlens._util.parquet``) change how the file is stored, never what it holds.
+
+    A ``dictionary`` column of names taken by code (a :class:`TakenStrings`: a stream, a tier)
+    goes to the writer as its codes and names (``TakenStrings.coded``), and the file keeps no
+    Arrow schema, so it reads back as the strings it holds: 0.19 s -> 0.14 s for the 1.9M rows
+    of a 5,800-stream run's ``moves.parquet`` (issue 34)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     n = len(next(iter(columns.values()))) if columns else 0
+    coded = {k for k in dictionary or () if isinstance(columns.get(k), TakenStrings)}
     with atomic_path(path) as tmp, contextlib.ExitStack() as stack:
         writer = None
         for lo in range(0, max(n, 1), rows_per_group):
             hi = min(n, lo + rows_per_group)
-            batch = pa.table({k: arrow_rows(v, lo, hi) for k, v in columns.items()})
+            batch = pa.table({k: v.coded(lo, hi) if k in coded else arrow_rows(v, lo, hi)
+                              for k, v in columns.items()})  # fmt: skip
             if writer is None:
                 options = writer_options(batch.schema, dictionary, ascending)
-                writer = stack.enter_context(pq.ParquetWriter(tmp, batch.schema, **options))
+                writer = stack.enter_context(pq.ParquetWriter(
+                    tmp, batch.schema, store_schema=not coded, **options))  # fmt: skip
             writer.write_table(batch)
 
 

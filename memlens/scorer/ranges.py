@@ -53,9 +53,16 @@ class RangeTracker:
             return
         cols = slice(None) if columns is None else columns
         block = X[:, cols]
-        finite = np.isfinite(block)
-        self.lo[cols] = np.minimum(self.lo[cols], np.where(finite, block, np.inf).min(axis=0))
-        self.hi[cols] = np.maximum(self.hi[cols], np.where(finite, block, -np.inf).max(axis=0))
+        # fmin/fmax skip NaN without a masked copy of the block (0.9 s of the learned scorer's
+        # 10 s preparation on a 5,800-stream trace, issue 34); a column they find an infinity
+        # in (rare) is taken again without its infinities
+        lo, hi = np.fmin.reduce(block, axis=0), np.fmax.reduce(block, axis=0)
+        for k in np.flatnonzero(np.isinf(lo) | np.isinf(hi)).tolist():
+            column = block[:, k]
+            finite = column[np.isfinite(column)]
+            lo[k], hi[k] = (finite.min(), finite.max()) if len(finite) else (np.nan, np.nan)
+        self.lo[cols] = np.fmin(self.lo[cols], lo)  # NaN: the column had no value
+        self.hi[cols] = np.fmax(self.hi[cols], hi)
 
     def outside(self, ranges: dict[int, tuple[float, float]]) -> list[str]:
         """Names of the features whose values here leave their training range by more than

@@ -383,6 +383,18 @@ class TakenStrings(Sequence):
     def arrow(self, lo: int = 0, hi: int | None = None):
         return self.gather(self.index[lo:hi])
 
+    def coded(self, lo: int = 0, hi: int | None = None):
+        """Rows ``lo:hi`` as an Arrow dictionary array over all of ``values`` (the codes are
+        ``index``; nothing gathered): a column of a few names, e.g. the tiers of the move log,
+        which the Parquet writer then stores as its dictionary without hashing a string per
+        row (``memlens.runs.writers.write_parquet``)."""
+        import pyarrow as pa
+
+        if self._source is None:
+            self._source = _arrow_strings(self.values)
+        codes = pa.array(self.index[lo:hi].astype(np.int32, copy=False))
+        return pa.DictionaryArray.from_arrays(codes, self._source)
+
     def gather(self, index: np.ndarray):
         """``values[index]`` as an Arrow ``string`` array (gathered in C++)."""
         import pyarrow as pa

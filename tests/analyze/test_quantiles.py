@@ -51,8 +51,9 @@ def test_run_metrics_unchanged_by_the_grouped_percentiles(monkeypatch):
     from memlens.analyze.costs import CostsConfig
 
     # the per-stream loop, which computes np.percentile where it is given None
-    monkeypatch.setattr(metrics, "_streams_at_once", lambda t, r, h, refs, p95, price:
-                        metrics._stream_by_stream(t, r, h, refs, p95, price, None, CostsConfig()))  # fmt: skip
+    monkeypatch.setattr(metrics, "_streams_at_once", lambda t, r, h, refs, p95, price, rows:
+                        metrics._stream_by_stream(t, r, h, refs, p95, price, None, CostsConfig(),
+                                                  rows))  # fmt: skip
     slow = metrics.compute_metrics(trace, result)
     assert fast["overall"] == slow["overall"]
     keys = ("p95_context_tokens", "p95_context_tokens_total")  # (the rest: test_stream_columns)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from memlens.scorer import ranges
 from memlens.scorer.decision_features import FEATURE_NAMES
@@ -73,3 +75,18 @@ def test_huge_items_make_the_bundled_model_warn(monkeypatch, capsys):
     simulate(trace, LearnedScorer(model="default"), 200_000, progress=False)
     err = capsys.readouterr().err
     assert err.count("warning: the bundled learned model") == 1 and "log_tokens" in err
+
+
+@given(rows=st.lists(st.lists(st.sampled_from([0.0, -1.5, 2.0, 7.25, np.nan, np.inf, -np.inf]),
+                              min_size=3, max_size=3), min_size=1, max_size=12),
+       split=st.integers(0, 12))  # fmt: skip
+def test_the_tracker_keeps_the_min_and_max_of_the_finite_values(rows, split):
+    """Against the definition: per column, the least and greatest finite value taken in over
+    every block (+inf / -inf while a column has none)."""
+    X = np.array(rows)
+    seen = RangeTracker(3)
+    seen.add(X[:split]), seen.add(X[split:])
+    for k in range(3):
+        finite = [v for v in X[:, k].tolist() if np.isfinite(v)]
+        assert seen.lo[k] == (min(finite) if finite else np.inf)
+        assert seen.hi[k] == (max(finite) if finite else -np.inf)

@@ -107,6 +107,26 @@ def test_compare_jobs_skip_tiers_and_keep_every_number(monkeypatch):
     assert row.intervals == full.intervals and row.warnings == full.warnings
 
 
+@pytest.mark.parametrize("extra", [["oracle.enabled=true"], ["retrieval.enabled=true"]])
+def test_compare_jobs_leave_out_the_rows_per_stream_and_keep_every_number(extra):
+    """A compare job's report (``JOB_ANALYZERS``) is the row analyzers' without a row per
+    stream (metrics and oracle bounds): the same overall figures, parts and intervals."""
+    settings = run_settings([*SMALL, "policy=rule", "budget=1024", *extra])
+    _, full = pipeline.run(settings, analyzers=pipeline.ROW_ANALYZERS)
+    _, job = pipeline.run(settings, analyzers=pipeline.JOB_ANALYZERS)
+    assert job.streams == {} and len(full.streams) == len(full.stream_names) > 1
+    assert job.stream_names == full.stream_names == list(full.streams)
+    assert job.overall == full.overall and job.intervals == full.intervals
+    assert job.stream_parts.keys() == full.stream_parts.keys()
+    for key, (num, den) in job.stream_parts.items():
+        want_num, want_den = full.stream_parts[key]
+        assert np.array_equal(num, want_num) and (den is None) == (want_den is None)
+        assert den is None or np.array_equal(den, want_den)
+    oracle = dict(full.sections["oracle"])
+    assert oracle.pop("streams", {}) != {} or "oracle.enabled=true" not in extra
+    assert job.sections["oracle"] == oracle and job.sections.keys() == full.sections.keys()
+
+
 # --------------------------------------------------------- oracle.enabled=false
 def compare_settings(*overrides: str):
     return resolve(compose_config("compare", [*SMALL, *overrides]))
@@ -132,6 +152,22 @@ def test_naming_the_oracle_policy_with_the_oracle_off_is_an_error(override):
 def test_recommend_with_the_oracle_off_and_nothing_excluded_drops_it_quietly():
     cfg = compose_config("recommend", [*SMALL, "target=0.5", "exclude=[]"])
     assert "oracle" not in commands.candidates(resolve(cfg)).policies
+
+
+def test_compare_json_names_the_streams_of_its_parts_and_the_verdict_has_intervals(tmp_path):
+    """Without rows per stream, a compare job's report still names the streams its parts are
+    in (compare.json's stream_parts, the verdict's count of streams)."""
+    from memlens.config.store import DATA_DIR
+    from memlens.trace.io import load_trace
+
+    trace = DATA_DIR / "default" / "agent-small.jsonl.gz"
+    run = tmp_path / "run"
+    proc = memlens("compare", f"trace={trace}", *SMALL, "policies=[lru,window]",
+                   "budgets=[512]", "n_jobs=1", f"hydra.run.dir={run}", cwd=tmp_path)  # fmt: skip
+    names = list(load_trace(str(trace)).stream_names)
+    rows = json.loads((run / "compare.json").read_text())
+    assert len(names) >= 5 and [r["stream_parts"]["streams"] for r in rows] == [names, names]
+    assert "n<5" not in proc.stdout and "too few streams" not in proc.stdout
 
 
 @pytest.mark.slow  # every registered policy through the CLI: ~20 s on a busy machine
