@@ -107,11 +107,65 @@ def query_vocabulary(iptr, iterm, iw, qterm):
 
 def vector_ids(ptr: np.ndarray, term: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """Per CSR row the id of its vector: equal ids exactly when the rows hold the same
-    (term, weight) pairs (bit-equal weights), so one query's relevances hold for the other."""
+    (term, weight) pairs (as sets), so one query's relevances hold for the other; ids in the
+    order the vectors first appear.
+
+    Rows whose terms are distinct and whose weights are neither NaN nor -0.0 (TF-IDF's and
+    the embeddings': every row, as far as seen) are put in term order, and two such rows hold
+    the same set exactly when they are then the same sequence, bit for bit
+    (:func:`first_of_equal_rows`).  Any other input takes a set of pairs per row (a set per
+    row was 0.66 s of Generative Agents' preparation on the 5,800-stream benchmark trace)."""
+    length = np.diff(ptr)
+    row = np.repeat(np.arange(len(length)), length)
+    order = np.argsort(row * (int(term.max(initial=0)) + 1) + term, kind="stable")
+    ordered = term[order]
+    repeats = np.any((ordered[1:] == ordered[:-1]) & (row[1:] == row[:-1]))
+    odd = np.isnan(weight) | ((weight == 0) & np.signbit(weight))
+    if len(term) and (repeats or odd.any() or term.min() < 0):
+        return _ids_of_sets(ptr, term, weight)
+    first = first_of_equal_rows(ptr, ordered, weight[order])
+    own = first == np.arange(len(first))
+    ids = np.cumsum(own) - 1  # a first row's id: how many first rows come before it
+    return ids[first]
+
+
+def _ids_of_sets(ptr: np.ndarray, term: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """:func:`vector_ids` by a frozenset of (term, weight) pairs per row."""
     ids: dict[frozenset, int] = {}
     t, w, p = term.tolist(), weight.tolist(), ptr.tolist()
     return np.array([ids.setdefault(frozenset(zip(t[a:b], w[a:b])), len(ids))
                      for a, b in zip(p[:-1], p[1:])], np.int64)  # fmt: skip
+
+
+def _mixed(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser, elementwise on uint64 (wrapping)."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def first_of_equal_rows(ptr: np.ndarray, term: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """Per CSR row, the first row holding the same (term, weight) sequence, bit for bit (a
+    row with a NaN weight: itself, as no NaN equals another).  Rows are grouped by a hash of
+    their sequence, then each is compared with its group's first row element by element: a
+    row a hash collision put in a wrong group is its own first row."""
+    n = len(ptr) - 1
+    length = np.diff(ptr)
+    row = np.repeat(np.arange(n), length)
+    pos = np.arange(len(term)) - ptr[row]
+    bits = np.ascontiguousarray(weight, np.float64).view(np.uint64)
+    with np.errstate(over="ignore"):
+        h = _mixed(term.astype(np.uint64) ^ _mixed(bits ^ _mixed(pos.astype(np.uint64) + 1)))
+        sums = np.concatenate([np.zeros(1, np.uint64), np.cumsum(h, dtype=np.uint64)])
+        key = (sums[ptr[1:]] - sums[ptr[:-1]]) ^ _mixed(length.astype(np.uint64))
+    _, first_at, group = np.unique(key, return_index=True, return_inverse=True)
+    first = first_at[group.ravel()]
+    same_length = length == length[first]
+    other = np.minimum(ptr[first[row]] + pos, max(len(term) - 1, 0))  # (in range when not)
+    differs = (term != term[other]) | (bits != bits[other]) | np.isnan(weight)
+    bad = ~same_length | (np.bincount(row, weights=differs, minlength=n) > 0)
+    first[bad] = np.flatnonzero(bad)
+    return first
 
 
 def _trace_query_arrays(policy, trace: Trace, source: str | None = None, wide: bool = False):

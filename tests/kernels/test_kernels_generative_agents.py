@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -367,3 +369,50 @@ def test_wide_terms_replay_the_same_and_the_warm_stage_compiles_them():
     for name in ("move_event", "move_item", "move_kind"):  # buffers: the first ``moves`` written
         assert np.array_equal(getattr(out16, name)[:moves], getattr(out32, name)[:moves]), name
     assert out16.evictions.sum() > 0 and out16.need_hit.any()  # a replay with decisions to compare
+
+
+def _ids_by_sets(ptr, term, weight) -> list[int]:
+    """The definition: a frozenset of (term, weight) pairs per row, ids by first appearance."""
+    ids: dict[frozenset, int] = {}
+    t, w, p = term.tolist(), weight.tolist(), ptr.tolist()
+    return [ids.setdefault(frozenset(zip(t[a:b], w[a:b])), len(ids)) for a, b in zip(p[:-1], p[1:])]
+
+
+@given(rows=st.lists(st.lists(st.tuples(st.integers(0, 3),
+                                        st.sampled_from([0.5, 0.25, -0.0, 0.0, math.nan])),
+                              max_size=4), max_size=12))  # fmt: skip
+def test_vector_ids_equal_one_set_per_row(rows):
+    """Against the definition, on rows that repeat, reorder, repeat a pair, hold -0.0 and 0.0
+    (equal numbers, other bits) or NaN (equal to nothing)."""
+    ptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
+    term = np.array([t for r in rows for t, _ in r], np.int64)
+    weight = np.array([w for r in rows for _, w in r], np.float64)
+    assert vector_ids(ptr, term, weight).tolist() == _ids_by_sets(ptr, term, weight)
+
+
+@given(rows=st.lists(st.dictionaries(st.integers(0, 5), st.sampled_from([0.5, 0.25, 0.125, 0.0]),
+                                     max_size=4), max_size=12))  # fmt: skip
+def test_vector_ids_of_distinct_terms_need_no_sets(rows):
+    """Rows of distinct terms (TF-IDF's shape) are told apart by their pairs in term order,
+    with the same ids as one set per row, and no set is made."""
+    import memlens.kernels.generative_agents as ga
+
+    ptr, term, weight = csr_of(rows)
+    want = _ids_by_sets(ptr, term, weight)
+    made = ga._ids_of_sets
+    ga._ids_of_sets = None  # (a call would fail)
+    try:
+        assert vector_ids(ptr, term, weight).tolist() == want
+    finally:
+        ga._ids_of_sets = made
+
+
+def test_a_hash_collision_only_costs_a_set(monkeypatch):
+    """Rows a colliding hash groups together are told apart by the element check."""
+    import memlens.kernels.generative_agents as ga
+
+    monkeypatch.setattr(ga, "_mixed", lambda x: np.zeros_like(x))  # every row one hash
+    ptr = np.array([0, 2, 4, 6, 6], np.int64)
+    term = np.array([1, 2, 2, 1, 1, 3], np.int64)
+    weight = np.array([0.5, 0.25, 0.25, 0.5, 0.5, 0.25])
+    assert vector_ids(ptr, term, weight).tolist() == _ids_by_sets(ptr, term, weight) == [0, 0, 1, 2]
