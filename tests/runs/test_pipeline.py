@@ -110,3 +110,32 @@ def test_interval_bounds_are_what_mlflow_logs(tmp_path):
     hr = report.intervals["hit_rate"]
     assert bounds["hit_rate_ci_low"] == hr.low <= report.overall["hit_rate"] <= hr.high
     assert "p95_context_tokens_ci_low" not in bounds  # no interval: not decomposable
+
+
+@pytest.mark.parametrize("extra", [[], ["retrieval.enabled=true"]])
+def test_the_tables_read_back_as_the_columns_they_were_written_from(tmp_path, extra):
+    """per_request.parquet and moves.parquet hold their columns' Arrow tables, types too,
+    though their names columns go to the writer as dictionary codes (no Arrow schema kept)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from memlens.analyze.metrics import per_request_table
+    from memlens.config.store import DATA_DIR
+    from memlens.runs import writers
+    from memlens.trace.packed import arrow_rows
+
+    trace = DATA_DIR / "default" / "agent-small.jsonl.gz"
+    s = run_settings([f"trace={trace}", *SMALL, "policy=rule", "budget=512", *extra])
+    done = pipeline.replay(s, pipeline.load_trace(s))
+    tables = {
+        "per_request.parquet": per_request_table(done.trace, done.result, done.retrieval,
+                                                 s.price_per_mtok, s.costs),
+        "moves.parquet": writers.moves_table(done),
+    }  # fmt: skip
+    writers._write_per_request(tmp_path / "per_request.parquet", done)
+    writers._write_moves(tmp_path / "moves.parquet", done)
+    for name, columns in tables.items():
+        want = pa.table({k: arrow_rows(v, 0, len(v)) for k, v in columns.items()})
+        got = pq.read_table(tmp_path / name)
+        assert got.schema.equals(want.schema) and got.equals(want), name
+        assert pa.types.is_string(got.schema.field("stream" if "request" in name else "to").type)
