@@ -68,9 +68,8 @@ class RangeTracker:
             return
         cols = np.arange(X.shape[1]) if columns is None else np.asarray(columns, np.int64)
         lo, hi = self.lo[cols], self.hi[cols]
-        # one compiled pass, reading only ``columns``: the masked copies of the block this
-        # was were 0.9 s of the learned scorer's 10 s preparation on a 5,800-stream trace
-        # (issue 34), reductions by fmin/fmax 0.7 s
+        # one compiled pass reading only ``columns`` (two masked copies of the block took
+        # 0.9 s of the learned scorer's 10 s preparation on a 5,800-stream trace, issue 34)
         _finite_ranges(np.asarray(X, np.float64), cols, lo, hi)
         self.lo[cols], self.hi[cols] = lo, hi
 

@@ -390,19 +390,21 @@ class TakenStrings(Sequence):
         row (``memlens.runs.writers.write_parquet``)."""
         import pyarrow as pa
 
+        codes = pa.array(self.index[lo:hi].astype(np.int32, copy=False))
+        return pa.DictionaryArray.from_arrays(codes, self._arrow_values())
+
+    def _arrow_values(self):
+        """The values as one Arrow array, made once (no copy when packed)."""
         if self._source is None:
             self._source = _arrow_strings(self.values)
-        codes = pa.array(self.index[lo:hi].astype(np.int32, copy=False))
-        return pa.DictionaryArray.from_arrays(codes, self._source)
+        return self._source
 
     def gather(self, index: np.ndarray):
         """``values[index]`` as an Arrow ``string`` array (gathered in C++)."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        if self._source is None:  # the whole column as Arrow, once (no copy when packed)
-            self._source = _arrow_strings(self.values)
-        return _small(pc.take(self._source, pa.array(index)))
+        return _small(pc.take(self._arrow_values(), pa.array(index)))
 
 
 class StringLists(Sequence):
