@@ -148,7 +148,8 @@ class AnchorTable:
         for a in range(0, n, FEATURE_BLOCK):
             s = slice(a, min(n, a + FEATURE_BLOCK))
             X = (self.X[s] if "X" in self.__dict__
-                 else decision_features(self.trace, pts.item[s], pts.event[s], self.tier[s], 1))  # fmt: skip
+                 else decision_features(self.trace, pts.item[s], pts.event[s], self.tier[s], 1,
+                                        "F"))  # fmt: skip
             values = np.empty((len(out), len(X), len(BUDGET_COLUMNS)))
             for k, b in enumerate(out):
                 set_budget(self.trace, pts.item[s], pts.event[s], X, b)

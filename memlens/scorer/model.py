@@ -318,8 +318,12 @@ class CompiledForest:
         ``raw_pair`` of ``X`` with ``X[:, columns]`` set to ``values[k]`` (shape (K, n,
         len(columns))): the same leaves, added in the same order, as one ``raw_pair`` per
         budget.  By the forest's leaf masks (``memlens.scorer.leafmasks``: twice as fast on
-        the bundled model), or by :meth:`walk_budgets` for a forest without them."""
-        X = np.ascontiguousarray(X, dtype=np.float64)
+        the bundled model), or by :meth:`walk_budgets` for a forest without them.  The masks
+        read ``X`` in either layout (the learned scorer's blocks are column by column: copying
+        them into rows took 0.55 s of its preparation on a 5,800-stream trace)."""
+        X = np.asarray(X, dtype=np.float64)
+        if not X.flags.f_contiguous:
+            X = np.ascontiguousarray(X)
         values = np.ascontiguousarray(values, dtype=np.float64)
         K, n = values.shape[0], X.shape[0]
         if values.shape[1:] != (n, len(columns)):

@@ -381,6 +381,15 @@ def distinct_texts(trace: Trace, column: str) -> tuple[list[str], np.ndarray]:
     return cache[column]
 
 
+def distinct_encoded(trace: Trace, column: str) -> tuple[list[str] | list[bytes], np.ndarray]:
+    """:func:`distinct_texts`, but a packed column's texts as their UTF-8 ``bytes``, not
+    decoded: for passes that read bytes anyway (``memlens.trace.words.text_tokens``)."""
+    texts = getattr(trace, column)
+    if isinstance(texts, PackedStrings) and len(texts):
+        return _distinct_bytes(trace, column)
+    return distinct_texts(trace, column)
+
+
 def _distinct_bytes(trace: Trace, column: str) -> tuple[list[bytes], np.ndarray]:
     """The distinct UTF-8 strings of a packed text column, first seen first, and each text's
     number among them, cached on the trace: ``distinct_texts`` decodes them and the content

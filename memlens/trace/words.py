@@ -46,13 +46,20 @@ class Tokens:
         return np.repeat(np.arange(len(self.ptr) - 1), np.diff(self.ptr))
 
 
-def text_tokens(texts: Sequence[str]) -> Tokens:
+def text_tokens(texts: Sequence[str] | Sequence[bytes]) -> Tokens:
     """:class:`Tokens` of ``texts``: what ``re.findall(TOKEN_PATTERN, text.lower())`` gives
     for each text.  The texts are joined with NULs (a NUL is neither a word character nor
     cased, so neither the words nor the lower-casing cross it) and read in one pass: compiled
     for ASCII, else one regular expression; texts that hold a NUL themselves are read one at a
-    time."""
+    time.  ``texts`` may be UTF-8 ``bytes`` (a packed column's own, ``memlens.trace.features.
+    _distinct_bytes``): ASCII ones are read as they are, without decoding each text and
+    encoding the joined string back (0.2 s for a 700,000-text column), any other is decoded."""
     n = len(texts)
+    if n and isinstance(texts[0], bytes):
+        raw = b"\x00".join(texts)
+        if raw.count(b"\x00") == n - 1 and raw.isascii():
+            return _ascii_tokens(raw, n)
+        texts = [t.decode() for t in texts]
     joined = "\x00".join(texts)
     if n and joined.count("\x00") == n - 1:
         if joined.isascii():

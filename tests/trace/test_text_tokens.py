@@ -45,6 +45,15 @@ def test_tokens_are_each_texts_own_findall(docs):
     assert tok.vocabulary == seen  # first seen first
 
 
+@given(st.one_of(texts, no_nul, ascii_texts))
+def test_texts_as_utf8_bytes_give_the_tokens_of_the_texts(docs):
+    """A packed column's distinct texts are read as their bytes (ASCII without decoding):
+    the same words, vocabulary and order as the decoded texts."""
+    want, got = text_tokens(docs), text_tokens([d.encode() for d in docs])
+    assert got.vocabulary == want.vocabulary
+    assert got.ptr.tolist() == want.ptr.tolist() and got.ids.tolist() == want.ids.tolist()
+
+
 def same_csr(a, b) -> None:
     assert a.shape == b.shape
     assert np.array_equal(a.indptr, b.indptr)
