@@ -135,11 +135,16 @@ def run_settings(overrides: list[str] = ()):
     return resolve(compose_config("simulate", overrides))
 
 
-def policy_config(name: str, overrides: list[str] = ()):
-    """The typed policy config exactly as ``memlens simulate policy=NAME <overrides>`` has it."""
+def check_policy_name(name: str) -> None:
+    """Raise ``SettingsError`` naming the registered policies when ``name`` is not one."""
     if name not in registered_policies():
         known = ", ".join(registered_policies())
         raise SettingsError(f"unknown policy {name!r} (registered: {known})")
+
+
+def policy_config(name: str, overrides: list[str] = ()):
+    """The typed policy config exactly as ``memlens simulate policy=NAME <overrides>`` has it."""
+    check_policy_name(name)
     return run_settings([f"policy={name}", *overrides]).policy
 
 

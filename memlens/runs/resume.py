@@ -21,13 +21,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from functools import cache
 from pathlib import Path
 
 import numpy as np
 
 from memlens._util import safecache
 from memlens._util.cachedir import cache_dir
+from memlens._util.sources import package_digest
 from memlens.analyze.report import Report
 from memlens.analyze.stats import Interval
 
@@ -35,25 +35,10 @@ KIND = "jobs"
 FORMAT = 1  # of the stored report layout below
 
 
-@cache
 def code_version() -> str:
-    """SHA-256 over every ``.py`` file of the installed package (path and bytes), in order."""
-    root = Path(__file__).resolve().parents[1]  # the memlens package
-    digest = hashlib.sha256(f"memlens-resume-v{FORMAT}\n".encode())
-    for path in sorted(root.rglob("*.py")):
-        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
-    # policies/, datasets/ and conf/ install as memlens.* subpackages; in a source checkout they
-    # sit beside memlens/ and are reached through the package-dir mapping instead
-    for sub in ("policies",):
-        other = root.parent / sub
-        if other.is_dir() and not (root / sub).is_dir():
-            for path in sorted(other.rglob("*.py")):
-                digest.update(f"{sub}/{path.relative_to(other)}".encode() + b"\0")
-                digest.update(path.read_bytes())
-    for path in sorted((root / "models").glob("*")):  # the shipped learned model is code too
-        if path.is_file():
-            digest.update(f"models/{path.name}".encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
+    """SHA-256 over every ``.py`` file of the installed package (path and bytes), in order
+    (``memlens._util.sources``)."""
+    return package_digest(f"memlens-resume-v{FORMAT}\n")
 
 
 def _files_named(value, skip=("trace", "traces")) -> list[str]:
