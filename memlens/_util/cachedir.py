@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 #: the sub-folders of the cache root, one per kind of cache
-KINDS = ("traces", "oracle", "embeddings")
+KINDS = ("traces", "derived", "oracle", "embeddings")
 
 
 def cache_root() -> Path:

@@ -31,6 +31,7 @@ from functools import cached_property
 import numpy as np
 from numba import njit
 
+from memlens.trace.derived import kept_arrays
 from memlens.trace.features import (
     content_boost,
     content_features,
@@ -258,12 +259,37 @@ class TraceContext:
             ptr, words = hashed_bags(text_tokens(distinct), HASH_FEATURES, "english")
             return Bags(ptr, words, inverse)
 
-        return bag("item_text"), bag("req_text")
+        def build() -> dict[str, np.ndarray]:
+            out = {}
+            for side, column in (("item", "item_text"), ("req", "req_text")):
+                b = bag(column)
+                out |= {f"{side}_ptr": b.ptr, f"{side}_words": b.words, f"{side}_row": b.row}
+            return out
+
+        def check(arrays: dict[str, np.ndarray]) -> None:  # what the compiled merge indexes
+            for side, column in (("item", "item_text"), ("req", "req_text")):
+                _check_bags(arrays[f"{side}_ptr"], arrays[f"{side}_words"],
+                            arrays[f"{side}_row"], len(getattr(self.trace, column)))  # fmt: skip
+
+        a = kept_arrays(self.trace, "word-bags", build, check)  # memlens.trace.derived
+        return (Bags(a["item_ptr"], a["item_words"], a["item_row"]),
+                Bags(a["req_ptr"], a["req_words"], a["req_row"]))  # fmt: skip
 
     @cached_property
     def rule_parts(self) -> tuple[np.ndarray, np.ndarray]:
         """The rule scorer's static value and content boost per item (its default settings)."""
         return static_value(self.trace), content_boost(content_features(self.trace))
+
+
+def _check_bags(ptr: np.ndarray, words: np.ndarray, row: np.ndarray, n_texts: int) -> None:
+    """Raise unless (``ptr``, ``words``, ``row``) are bags of ``n_texts`` texts: CSR pointers
+    from 0 to the words' end, never decreasing, and every text's row among them."""
+    if ptr.ndim != 1 or words.ndim != 1 or row.ndim != 1 or len(ptr) < 1 or len(row) != n_texts:
+        raise ValueError("word bags of another shape than the trace's texts")
+    if ptr[0] != 0 or ptr[-1] != len(words) or np.any(np.diff(ptr) < 0):
+        raise ValueError("word bags' pointers out of order")
+    if len(row) and (row.min() < 0 or row.max() >= len(ptr) - 1):
+        raise ValueError("a text's row outside the word bags")
 
 
 def _pinned_tokens(trace: Trace) -> np.ndarray:

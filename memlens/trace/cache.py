@@ -23,6 +23,7 @@ import numpy as np
 
 from memlens._util import safecache
 from memlens._util.cachedir import cache_dir
+from memlens.trace.derived import CACHE_ROOT_KEY
 from memlens.trace.io import TraceError, load_trace
 from memlens.trace.limits import TraceLimits
 from memlens.trace.model import Trace
@@ -64,6 +65,7 @@ def load_trace_cached(
         if trace.n_requests:  # a trace with nothing to replay is refused by runs: keep no entry
             arrays, meta = trace.to_arrays()
             safecache.store(entry, KIND, arrays, meta)
+    trace.__dict__[CACHE_ROOT_KEY] = str(entry.parent.parent)  # its derived arrays beside it
     return trace
 
 

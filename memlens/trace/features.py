@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from memlens.trace.derived import check_lengths, kept_arrays
 from memlens.trace.model import ITEM_TYPES
 from memlens.trace.packed import PackedStrings
 
@@ -483,9 +484,17 @@ def content_features(trace: Trace) -> ContentFeatures:
     the trace (a text's counts depend on that text alone: ``text_features`` is per text)."""
     cached = trace.__dict__.get(_CACHE_KEY)
     if cached is None:
-        once, inverse = _distinct_features(trace)
-        counts = [getattr(once, k)[inverse] for k in COUNT_FIELDS]
-        cached = ContentFeatures(*counts, tokens=np.asarray(trace.item_tokens, np.int64))
+
+        def build() -> dict[str, np.ndarray]:
+            once, inverse = _distinct_features(trace)
+            return {k: getattr(once, k)[inverse] for k in COUNT_FIELDS}
+
+        def check(arrays: dict[str, np.ndarray]) -> None:
+            check_lengths(arrays, dict.fromkeys(COUNT_FIELDS, trace.n_items))
+
+        counts = kept_arrays(trace, "content-features", build, check)  # memlens.trace.derived
+        cached = ContentFeatures(*[counts[k] for k in COUNT_FIELDS],
+                                 tokens=np.asarray(trace.item_tokens, np.int64))  # fmt: skip
         trace.__dict__[_CACHE_KEY] = cached
     return cached
 

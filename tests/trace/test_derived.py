@@ -1,0 +1,98 @@
+"""Arrays derived from a trace's texts, kept beside its parsed-trace entry (memlens.trace.derived):
+a second process reads the very arrays the first computed, a trace outside the cache keeps
+nothing, and an entry that cannot be the trace's (damaged, another kind, rows outside the
+bags) is discarded and built again."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memlens._util import safecache
+from memlens.scorer import decision_features
+from memlens.scorer.decision_features import TraceContext
+from memlens.testing import rq, w
+from memlens.trace import features
+from memlens.trace.cache import load_trace_cached
+from memlens.trace.derived import KIND, entry_path
+from memlens.trace.features import COUNT_FIELDS, content_features
+from memlens.trace.io import write_trace
+
+EVENTS = [
+    w("a", 30, stream="s", t=0.0, text="error: order ORD-1 failed, retry in 42 s"),
+    w("b", 12, stream="s", t=1.0, text="The final answer is Paris"),
+    w("c", 5, stream="t", t=2.0, text="error: order ORD-1 failed, retry in 42 s"),
+    w("d", 9, stream="t", t=3.0, text="Größe of the order"),
+    rq("q1", "a", stream="s", t=4.0, text="why did the order fail?"),
+    rq("q2", "c", "d", stream="t", t=5.0, text="what is the order size"),
+]
+
+
+@pytest.fixture
+def trace_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMLENS_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "t.jsonl"
+    write_trace(path, EVENTS)
+    return path
+
+
+def _arrays(trace) -> dict[str, np.ndarray]:
+    counts = content_features(trace)
+    items, reqs = TraceContext(trace).bags
+    return {**{k: getattr(counts, k) for k in COUNT_FIELDS},
+            **{f"{side}_{f}": getattr(b, f) for side, b in (("item", items), ("req", reqs))
+               for f in ("ptr", "words", "row")}}  # fmt: skip
+
+
+def _same(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        assert a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]), k
+
+
+def test_a_second_process_reads_what_the_first_computed(trace_file, tmp_path, monkeypatch):
+    plain = _arrays(load_trace_cached(trace_file, enabled=False))
+    first = _arrays(load_trace_cached(trace_file))  # computes and keeps
+    assert len(list((tmp_path / "cache" / KIND).glob("*.npz"))) == 2
+    again = load_trace_cached(trace_file)  # a fresh trace object: nothing in its memory
+    assert "_memlens_content_features" not in again.__dict__
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("computed, not read")
+
+    monkeypatch.setattr(features, "_distinct_features", refuse)
+    monkeypatch.setattr(decision_features, "hashed_bags", refuse)
+    _same(_arrays(again), plain)
+    _same(first, plain)
+
+
+def test_a_trace_outside_the_cache_keeps_nothing(trace_file, tmp_path):
+    _arrays(load_trace_cached(trace_file, enabled=False))
+    assert not (tmp_path / "cache" / KIND).exists()
+
+
+@pytest.mark.parametrize("bad", ["row", "ptr", "kind", "bytes"])
+def test_an_entry_that_cannot_be_the_traces_is_built_again(trace_file, bad, capsys):
+    trace = load_trace_cached(trace_file)
+    plain = _arrays(load_trace_cached(trace_file, enabled=False))
+    _arrays(trace)
+    path = entry_path(entry_root(trace_file), trace.sha256, "word-bags")
+    arrays = safecache.load(path, KIND, lambda a, m: a)
+    if bad == "row":  # a row past the bags: the compiled merge would read out of bounds
+        arrays["item_row"] = arrays["item_row"] + 100
+    elif bad == "ptr":
+        arrays["req_ptr"] = arrays["req_ptr"][::-1].copy()
+    meta = {"name": "content-features" if bad == "kind" else "word-bags"}
+    safecache.store(path, KIND, arrays, meta, level=0)
+    if bad == "bytes":
+        raw = bytearray(path.read_bytes())
+        raw[len(raw) // 2] ^= 0xFF
+        path.write_bytes(bytes(raw))
+    _same(_arrays(load_trace_cached(trace_file)), plain)
+    assert "discarded" in capsys.readouterr().err
+
+
+def entry_root(trace_file):
+    from memlens.trace.cache import entry_path as trace_entry
+
+    return trace_entry(trace_file).parent.parent
