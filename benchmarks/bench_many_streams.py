@@ -15,7 +15,10 @@ streams=5800 events_per_stream=150 seed=34`` (about 870,000 events in 5,800 stre
 
 * ``help``: ``memlens --help`` (target: under 0.5 s);
 * (warm-up, not timed: one ``simulate`` and a one-budget ``compare`` of the bundled small trace,
-  so that the parsed trace, every compiled kernel and the oracle's bound at 1024 are cached);
+  so that the parsed trace, every compiled kernel and the oracle's bound at 1024 are cached;
+  then one ``simulate policy=learned``, so that the arrays the trace's texts give, which its
+  cache entry keeps beside it, are kept too: ``memlens.trace.derived``; with ``--derived
+  cold`` they are emptied before each compare instead, and each compare makes them again);
 * ``simulate``: a warm ``memlens simulate policy=lru budget=1024`` (parsed-trace cache, kernels
   and the oracle's bound at 1024 already cached by an identical run first), its wall time over
   the replay's own time (``metrics.json`` ``timing.wall_s``) (target: within 10x); once with
@@ -123,10 +126,14 @@ def simulate(trace: Path, run_dir: Path, env: dict, extra: list[str]) -> dict:
             "load": case["load"]}  # fmt: skip
 
 
-def compare(trace: Path, run_dir: Path, env: dict, oracle: bool, cache: Path) -> dict:
-    """One ``memlens compare`` (oracle cache emptied first): wall time, jobs, replay sum."""
+def compare(trace: Path, run_dir: Path, env: dict, oracle: bool, cache: Path,
+            derived: str = "warm") -> dict:  # fmt: skip
+    """One ``memlens compare`` (oracle cache emptied first, and with ``derived="cold"`` the
+    arrays kept from the trace's texts too): wall time, jobs, replay sum."""
     shutil.rmtree(run_dir, ignore_errors=True)
     shutil.rmtree(cache / "oracle", ignore_errors=True)
+    if derived == "cold":
+        shutil.rmtree(cache / "derived", ignore_errors=True)
     cmd = [MEMLENS, "compare", f"trace={trace}", *QUIET, "resume=false",
            f"oracle.enabled={str(oracle).lower()}", f"hydra.run.dir={run_dir}"]  # fmt: skip
     case = run_child(cmd, env)
@@ -163,17 +170,31 @@ def measure(args) -> dict:
     # warm-up: parsed-trace cache, compiled kernels, the oracle's bound at 1024
     simulate(trace, runs / "warm", env, [])
     compile_kernels(runs / "compile", env)
+    out["derived"] = args.derived
+    if args.derived == "warm":
+        keep_derived(trace, runs / "derived", env)
     out["simulate"] = simulate(trace, runs / "simulate", env, [])
     _save(out)
     out["simulate_no_events"] = simulate(trace, runs / "simulate-ne", env, ["events.enabled=false"])
     _save(out)
-    out["compare_off"] = compare(trace, runs / "compare-off", env, False, cache)
+    out["compare_off"] = compare(trace, runs / "compare-off", env, False, cache, args.derived)
     _save(out)
-    out["compare_on"] = compare(trace, runs / "compare-on", env, True, cache)
+    out["compare_on"] = compare(trace, runs / "compare-on", env, True, cache, args.derived)
     _save(out)
     out["ratios"] = ratios(out)
     out["bench_wall_s"] = round(time.perf_counter() - t0, 1)
     return out
+
+
+def keep_derived(trace: Path, run_dir: Path, env: dict) -> None:
+    """What the trace's cache entry keeps beside it (``memlens.trace.derived``: the content
+    counts and bags of words the rule, Generative Agents and learned scorers read), made by
+    one ``simulate policy=learned``, so that every compare measured finds them, as a second
+    compare of the same trace does; ``--derived cold`` empties them before each compare."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_child([MEMLENS, "simulate", f"trace={trace}", "policy=learned", "budget=1024",
+               "events.enabled=false", "oracle.enabled=false", *QUIET,
+               f"hydra.run.dir={run_dir}"], env)  # fmt: skip
 
 
 def compile_kernels(run_dir: Path, env: dict) -> None:
@@ -195,7 +216,10 @@ def rerun(args, case: str) -> dict:
     trace, runs = Path(out["trace"]), args.workdir / "runs"
     compile_kernels(runs / "compile", env)
     if case.startswith("compare"):
-        out[case] = compare(trace, runs / case, env, case == "compare_on", cache)
+        if args.derived == "warm":
+            keep_derived(trace, runs / "derived", env)
+        out[case] = compare(trace, runs / case, env, case == "compare_on", cache, args.derived)
+        out[f"{case}_derived"] = args.derived
     else:
         extra = ["events.enabled=false"] if case == "simulate_no_events" else []
         out[case] = simulate(trace, runs / case, env, extra)
@@ -258,6 +282,9 @@ def main() -> None:
         action="store_true",
         help="name the result file many_streams_<label>_<streams>.json",
     )
+    p.add_argument("--derived", choices=["warm", "cold"], default="warm",
+                   help="warm: the arrays a trace's texts give are kept (memlens.trace.derived) "
+                        "before the compares; cold: emptied before each compare")  # fmt: skip
     p.add_argument("--workdir", type=Path, default=Path("/tmp/memlens-bench-many"))
     p.add_argument("--copies-of", help="instead of a generated trace: copies of this trace's "
                    "streams (a real log's shape at scale; see copied())")  # fmt: skip

@@ -116,4 +116,6 @@ def store(cache_dir: str, k: str, result) -> None:
         "plan_event": allp[:, 0].astype(np.int64),
         "plan_item": allp[:, 1].astype(np.int64),
     }
-    safecache.store(_path(cache_dir, k), KIND, arrays, meta)
+    # deflate level 1: a compare writes one per budget before its jobs start (level 6 took
+    # 0.17 s of a 5,800-stream entry's 0.25 s; the file is a fifth larger)
+    safecache.store(_path(cache_dir, k), KIND, arrays, meta, level=1)

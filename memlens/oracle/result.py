@@ -7,7 +7,7 @@ Their own module so that the solver (``memlens.oracle.solve``) and its disk cach
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -26,7 +26,12 @@ class StreamBound:
     segments: int = 1  # LPs the upper bound was solved as (memlens.oracle.segments)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """The fields by name (every one a number or a string: no copy is needed, where
+        ``dataclasses.asdict`` deep-copies each, 0.25 s for a 5,800-stream result)."""
+        return {name: getattr(self, name) for name in _STREAM_FIELDS}
+
+
+_STREAM_FIELDS = tuple(f.name for f in fields(StreamBound))
 
 
 @dataclass

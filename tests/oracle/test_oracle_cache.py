@@ -43,3 +43,20 @@ def test_a_stored_plan_out_of_range_is_an_index_error(tmp_path):
     for s in (2, -3):
         with pytest.raises(IndexError):
             back.plans[s]
+
+
+bounds = st.tuples(st.integers(0, 10**6), st.integers(0, 10**6), st.integers(0, 10**6),
+                   st.sampled_from(["exact", "lp", "milp", "relaxed"]),
+                   st.sampled_from(["exact", "belady"]), st.integers(0, 50),
+                   st.floats(0, 1e3, allow_nan=False), st.integers(1, 9))  # fmt: skip
+
+
+@given(bounds)
+def test_a_stream_bound_s_dict_is_dataclasses_own(values):
+    """``as_dict`` (every field by name, no copies) is ``dataclasses.asdict``: the keys, their
+    order and the values the cache's metadata and the per-stream rows write."""
+    import dataclasses
+
+    bound = StreamBound(*values)
+    got = bound.as_dict()
+    assert list(got.items()) == list(dataclasses.asdict(bound).items())
