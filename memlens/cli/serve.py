@@ -341,6 +341,11 @@ def _run_child(channel: Channel, request: dict, fds: list[int], command) -> None
 
     signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)  # held outside the command's own time
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # a command's own subprocesses are waited for
+    # the client's signals as a command in its terminal has them, whatever the server's own: a
+    # server started in the background (`memlens serve &`) ignores SIGINT, as would its children
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, signal.SIG_DFL)
     os.setsid()  # signals meant for the server (Ctrl-C where it runs) are not the command's
     for fd in (0, 1, 2):
         os.dup2(fds[fd], fd)

@@ -11,10 +11,11 @@ folder on its search path, ``conf/`` included), MemLens's code (a policy's schem
 its class's signature: ``memlens._util.sources``), Hydra's and OmegaConf's versions, the
 policy's name and the overrides.  Its typed result is kept as JSON under a digest of all of
 them (``<cache root>/configs``) and read back through the policy's schema, the same typed
-object.  Nothing is kept for a composition that read something else: an interpolation
-(``${...}``: an environment variable, the clock) in an override or in the policy's node.  A
-failed composition keeps nothing (its error is raised again next time).  An entry is JSON:
-reading it runs no code; an unreadable one is composed again and replaced.
+object.  Nothing is kept for a composition that may read something else: an interpolation
+(``${...}``: an environment variable, the clock) in an override or in the policy's node, a
+``hydra.*`` override, or a config file that names a search path (the folder it adds is not in
+the digest).  A failed composition keeps nothing (its error is raised again next time).  An
+entry is JSON: reading it runs no code; an unreadable one is composed again and replaced.
 """
 
 from __future__ import annotations

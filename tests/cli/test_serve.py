@@ -21,19 +21,28 @@ def _memlens(*args: str, cwd, env: dict) -> subprocess.CompletedProcess:
                           capture_output=True, text=True)  # fmt: skip
 
 
+AS_A_BACKGROUND_JOB = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    "sys.argv = ['memlens', *sys.argv[1:]]; runpy.run_module('memlens', run_name='__main__')"
+)
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """A server on a socket in a temporary folder, stopped when the module's tests end."""
     folder = tmp_path_factory.mktemp("serve")
     sock = folder / "memlens.sock"
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.Popen([PYTHON, "-m", "memlens", "serve", "--socket", str(sock)],
+    # started as `memlens serve &` starts it: a background job ignores SIGINT, and the served
+    # commands must still stop on the Ctrl-C their clients forward (test_ctrl_c_...)
+    proc = subprocess.Popen([PYTHON, "-c", AS_A_BACKGROUND_JOB, "serve", "--socket", str(sock)],
                             cwd=folder, env=env, stdout=subprocess.PIPE, text=True)  # fmt: skip
     first = proc.stdout.readline()  # blocks until it listens (or has died: "")
     assert first.startswith("memlens serve: warm, listening on"), first
     yield sock, proc
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
+    if proc.poll() is None:  # --stop, not Ctrl-C: under a background job (CI started with
+        # `&`) every child inherits an ignored SIGINT, and the server would never see it
+        _memlens("serve", "--stop", "--socket", str(sock), cwd=folder, env=env)
         proc.wait()
 
 
