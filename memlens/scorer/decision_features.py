@@ -284,7 +284,9 @@ class TraceContext:
 def _check_bags(ptr: np.ndarray, words: np.ndarray, row: np.ndarray, n_texts: int) -> None:
     """Raise unless (``ptr``, ``words``, ``row``) are bags of ``n_texts`` texts: CSR pointers
     from 0 to the words' end, never decreasing, and every text's row among them."""
-    if ptr.ndim != 1 or words.ndim != 1 or row.ndim != 1 or len(ptr) < 1 or len(row) != n_texts:
+    if any(a.dtype != np.int64 or a.ndim != 1 for a in (ptr, words, row)):
+        raise ValueError("word bags of another type than 1-d int64 arrays")
+    if len(ptr) < 1 or len(row) != n_texts:
         raise ValueError("word bags of another shape than the trace's texts")
     if ptr[0] != 0 or ptr[-1] != len(words) or np.any(np.diff(ptr) < 0):
         raise ValueError("word bags' pointers out of order")

@@ -63,9 +63,9 @@ def entry_path(root: Path, trace_sha256: str, name: str) -> Path:
     return root / KIND / f"{key.hexdigest()}.npz"
 
 
-def check_lengths(arrays: dict[str, np.ndarray], lengths: dict[str, int]) -> None:
-    """Raise unless every named array is 1-d with its length."""
+def check_lengths(arrays: dict[str, np.ndarray], lengths: dict[str, int], dtype) -> None:
+    """Raise unless every named array is 1-d of ``dtype`` with its length."""
     for key, n in lengths.items():
         a = arrays[key]
-        if a.ndim != 1 or len(a) != n:
-            raise ValueError(f"{key}: shape {a.shape}, expected ({n},)")
+        if a.ndim != 1 or len(a) != n or a.dtype != dtype:
+            raise ValueError(f"{key}: {a.dtype} of shape {a.shape}, expected {dtype} ({n},)")

@@ -490,7 +490,7 @@ def content_features(trace: Trace) -> ContentFeatures:
             return {k: getattr(once, k)[inverse] for k in COUNT_FIELDS}
 
         def check(arrays: dict[str, np.ndarray]) -> None:
-            check_lengths(arrays, dict.fromkeys(COUNT_FIELDS, trace.n_items))
+            check_lengths(arrays, dict.fromkeys(COUNT_FIELDS, trace.n_items), np.int32)
 
         counts = kept_arrays(trace, "content-features", build, check)  # memlens.trace.derived
         cached = ContentFeatures(*[counts[k] for k in COUNT_FIELDS],

@@ -71,7 +71,7 @@ def test_a_trace_outside_the_cache_keeps_nothing(trace_file, tmp_path):
     assert not (tmp_path / "cache" / KIND).exists()
 
 
-@pytest.mark.parametrize("bad", ["row", "ptr", "kind", "bytes"])
+@pytest.mark.parametrize("bad", ["row", "ptr", "dtype", "kind", "bytes"])
 def test_an_entry_that_cannot_be_the_traces_is_built_again(trace_file, bad, capsys):
     trace = load_trace_cached(trace_file)
     plain = _arrays(load_trace_cached(trace_file, enabled=False))
@@ -82,6 +82,8 @@ def test_an_entry_that_cannot_be_the_traces_is_built_again(trace_file, bad, caps
         arrays["item_row"] = arrays["item_row"] + 100
     elif bad == "ptr":
         arrays["req_ptr"] = arrays["req_ptr"][::-1].copy()
+    elif bad == "dtype":  # a type the compiled merge was not compiled for
+        arrays["item_words"] = arrays["item_words"].astype(np.float64)
     meta = {"name": "content-features" if bad == "kind" else "word-bags"}
     safecache.store(path, KIND, arrays, meta, level=0)
     if bad == "bytes":
