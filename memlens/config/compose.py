@@ -144,8 +144,15 @@ def check_policy_name(name: str) -> None:
 
 def policy_config(name: str, overrides: list[str] = ()):
     """The typed policy config exactly as ``memlens simulate policy=NAME <overrides>`` has it."""
+    return policy_composition(name, overrides)[1]
+
+
+def policy_composition(name: str, overrides: list[str] = ()):
+    """(the composed ``policy`` node, as Hydra left it, and :func:`policy_config`'s typed
+    config): ``memlens.config.memo`` reads the node for interpolations."""
     check_policy_name(name)
-    return run_settings([f"policy={name}", *overrides]).policy
+    cfg = compose_config("simulate", [f"policy={name}", *overrides])
+    return cfg.policy, resolve(cfg).policy
 
 
 def make_policy(cfg_or_name, overrides: list[str] = ()):

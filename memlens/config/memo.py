@@ -70,11 +70,10 @@ def _key(name: str, overrides: list[str]) -> str | None:
     digest.update(json.dumps([name, list(overrides)]).encode())
     folders = [CONF_DIR]  # outside Hydra's app, compose_with_hydra reads conf/ alone
     if GlobalHydra.instance().is_initialized():
-        loader = GlobalHydra.instance().config_loader()
-        folders = [Path(e.path[len("file://") :]) for e in loader.get_search_path().get_path()
+        where = GlobalHydra.instance().config_loader().get_search_path().get_path()
+        digest.update(json.dumps([(e.provider, e.path) for e in where]).encode())
+        folders = [Path(e.path[len("file://") :]) for e in where
                    if e.path and e.path.startswith("file://")]  # fmt: skip
-        where = [(e.provider, e.path) for e in loader.get_search_path().get_path()]
-        digest.update(json.dumps(where).encode())
     for folder in folders:
         if not _add_folder(digest, folder):
             return None
@@ -100,14 +99,11 @@ def _add_folder(digest, folder: Path) -> bool:
 def _composed(name: str, overrides: list[str]):
     """(the typed config, its plain values), as ``policy_config`` makes it; the values are
     None when the policy's node holds an interpolation (which may read another value later)."""
-    from memlens.config.compose import check_policy_name, compose_config
-    from memlens.config.schema import resolve
+    from memlens.config.compose import policy_composition
 
-    check_policy_name(name)
-    cfg = compose_config("simulate", [f"policy={name}", *overrides])
-    raw = json.dumps(OmegaConf.to_container(cfg.policy, resolve=False))
-    typed = resolve(cfg).policy
-    plain = None if "${" in raw else OmegaConf.to_container(cfg.policy, resolve=True)
+    node, typed = policy_composition(name, overrides)
+    raw = json.dumps(OmegaConf.to_container(node, resolve=False))
+    plain = None if "${" in raw else OmegaConf.to_container(node, resolve=True)
     return typed, plain
 
 

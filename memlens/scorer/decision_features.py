@@ -162,6 +162,18 @@ def _last(lo: np.ndarray, at: np.ndarray) -> np.ndarray:
     return np.where(at > lo, at - 1, -1)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _lower_bound(keys, lo, hi, x):  # pragma: no cover - compiled
+    """The first position in ``lo .. hi`` whose key is at least ``x`` (``hi`` if none)."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 @njit(cache=True, nogil=True)
 def _first_at_least(keys, a, x):  # pragma: no cover - compiled
     """The first position at or after ``a`` whose key is at least ``x`` (every key before
@@ -173,14 +185,7 @@ def _first_at_least(keys, a, x):  # pragma: no cover - compiled
         lo = hi + 1
         hi = a + step
         step *= 2
-    hi = min(hi, m)
-    while lo < hi:  # keys[lo - 1] < x <= keys[hi] (or hi == m)
-        mid = (lo + hi) >> 1
-        if keys[mid] < x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    return _lower_bound(keys, lo, min(hi, m), x)  # keys[lo - 1] < x <= keys[hi] (or hi == m)
 
 
 @njit(cache=True, nogil=True)
@@ -193,13 +198,7 @@ def _positions(keys, span, items, events):  # pragma: no cover - compiled
     through = np.empty(n, np.int64)
     for k in range(n):
         base = items[k] * span
-        a, b = 0, m
-        while a < b:
-            mid = (a + b) >> 1
-            if keys[mid] < base:
-                a = mid + 1
-            else:
-                b = mid
+        a = _lower_bound(keys, 0, m, base)
         key = base + events[k]
         lo[k] = a
         before[k] = _first_at_least(keys, a, key)
