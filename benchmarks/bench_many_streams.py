@@ -16,9 +16,10 @@ streams=5800 events_per_stream=150 seed=34`` (about 870,000 events in 5,800 stre
 * ``help``: ``memlens --help`` (target: under 0.5 s);
 * (warm-up, not timed: one ``simulate`` and a one-budget ``compare`` of the bundled small trace,
   so that the parsed trace, every compiled kernel and the oracle's bound at 1024 are cached;
-  then one ``simulate policy=learned``, so that the arrays the trace's texts give, which its
-  cache entry keeps beside it, are kept too: ``memlens.trace.derived``; with ``--derived
-  cold`` they are emptied before each compare instead, and each compare makes them again);
+  then one ``simulate`` each of ``policy=learned`` and ``policy=generative_agents``, so that
+  the arrays the trace's texts give, which its cache entry keeps beside it, are kept too:
+  ``memlens.trace.derived``; with ``--derived cold`` they are emptied before each compare
+  instead, and each compare makes them again);
 * ``simulate``: a warm ``memlens simulate policy=lru budget=1024`` (parsed-trace cache, kernels
   and the oracle's bound at 1024 already cached by an identical run first), its wall time over
   the replay's own time (``metrics.json`` ``timing.wall_s``) (target: within 10x); once with
@@ -188,13 +189,15 @@ def measure(args) -> dict:
 
 def keep_derived(trace: Path, run_dir: Path, env: dict) -> None:
     """What the trace's cache entry keeps beside it (``memlens.trace.derived``: the content
-    counts and bags of words the rule, Generative Agents and learned scorers read), made by
-    one ``simulate policy=learned``, so that every compare measured finds them, as a second
+    counts and bags of words the rule, Generative Agents and learned scorers read, and
+    Generative Agents' TF-IDF query arrays), made by one ``simulate policy=learned`` and one
+    ``policy=generative_agents``, so that every compare measured finds them, as a second
     compare of the same trace does; ``--derived cold`` empties them before each compare."""
-    shutil.rmtree(run_dir, ignore_errors=True)
-    run_child([MEMLENS, "simulate", f"trace={trace}", "policy=learned", "budget=1024",
-               "events.enabled=false", "oracle.enabled=false", *QUIET,
-               f"hydra.run.dir={run_dir}"], env)  # fmt: skip
+    for policy in ("learned", "generative_agents"):
+        shutil.rmtree(run_dir, ignore_errors=True)
+        run_child([MEMLENS, "simulate", f"trace={trace}", f"policy={policy}", "budget=1024",
+                   "events.enabled=false", "oracle.enabled=false", *QUIET,
+                   f"hydra.run.dir={run_dir}"], env)  # fmt: skip
 
 
 def compile_kernels(run_dir: Path, env: dict) -> None:

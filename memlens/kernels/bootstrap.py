@@ -10,6 +10,11 @@ floats for 2,000 resamples of 5,800 streams; 12 MB as the ``uint8`` it is now); 
 Each sum is taken in stream order, one product at a time, whatever other columns are summed
 with it: a metric's replicates (and so its interval) never depend on which other metrics share
 the pass (a BLAS matrix product blocks its columns, and a column's last bit would).
+
+A stream whose value in a column is zero is passed over: its products are zeros, and adding
+a zero (of either sign) to a sum that began at +0.0 leaves its bits as they are, so the sums
+are those of the full loop.  On 5,800 tau-bench conversations 31% of a compare's per-stream
+values are zero (hits at small budgets, evictions of streams that fit; issue 34).
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ def replicate_sums(counts_by_stream: np.ndarray, columns: np.ndarray) -> np.ndar
         counts = counts_by_stream[i]
         for j in range(k):
             weight = columns[i, j]
+            if weight == 0.0:  # (never a NaN: NaN == 0.0 is false)
+                continue
             sums = acc[j]
             for b in range(resamples):
                 sums[b] += counts[b] * weight

@@ -206,6 +206,46 @@ def _positions(keys, span, items, events):  # pragma: no cover - compiled
     return lo, before, through
 
 
+@njit(cache=True, nogil=True)
+def _stream_clocks(stream, n_streams, is_req, written, user, ref):  # pragma: no cover - compiled
+    """:class:`TraceContext`'s stream clocks in one pass in event order, each stream's running
+    counts kept apart (integers: the same values as a cumulative sum over each stream's own
+    events; a loop over 5,800 streams of numpy calls took 0.3 s; issue 34)."""
+    E = stream.shape[0]
+    pos, req_clock = np.zeros(E, np.int64), np.zeros(E, np.int64)
+    tok_clock, last_req = np.zeros(E, np.int64), np.full(E, -1, np.int64)
+    task_item = np.full(E, -1, np.int64)
+    seen, reqs, toks = (np.zeros(n_streams, np.int64), np.zeros(n_streams, np.int64),
+                        np.zeros(n_streams, np.int64))  # fmt: skip
+    latest, task = np.full(n_streams, -1, np.int64), np.full(n_streams, -1, np.int64)
+    for e in range(E):
+        s = stream[e]
+        pos[e] = seen[s]
+        seen[s] += 1
+        reqs[s] += is_req[e]
+        req_clock[e] = reqs[s]
+        toks[s] += written[e]
+        tok_clock[e] = toks[s]
+        if is_req[e] == 1 and ref[e] > latest[s]:
+            latest[s] = ref[e]
+        last_req[e] = latest[s]
+        if task[s] < 0 and user[e]:
+            task[s] = ref[e]
+        task_item[e] = task[s]
+    return pos, req_clock, tok_clock, last_req, task_item
+
+
+@njit(cache=True, nogil=True)
+def _stream_sums(stream, n_streams, delta):  # pragma: no cover - compiled
+    """The running sum of ``delta`` over each event's own stream, at or through the event."""
+    out = np.zeros(stream.shape[0], np.int64)
+    acc = np.zeros(n_streams, np.int64)
+    for e in range(stream.shape[0]):
+        acc[stream[e]] += delta[e]
+        out[e] = acc[stream[e]]
+    return out
+
+
 class TraceContext:
     """Per-trace arrays the features read (computed once, cached on the trace)."""
 
@@ -217,23 +257,15 @@ class TraceContext:
         written = np.zeros(E, np.int64)
         w = tr.ev_kind == WRITE
         written[w] = tr.item_tokens[tr.ev_ref[w]]
-        self.pos = np.zeros(E, np.int64)  # position of the event in its stream
-        self.req_clock = np.zeros(E, np.int64)  # requests of the stream at or before the event
-        self.tok_clock = np.zeros(E, np.int64)  # tokens written in the stream so far
-        self.last_req = np.full(E, -1, np.int64)  # the stream's latest request at/before it
-        self.task_item = np.full(E, -1, np.int64)  # the stream's first user input so far
         user = w & (
             take(tr.item_type, np.where(w, tr.ev_ref, -1), -1) == ITEM_TYPES.index("user_input")
         )
-        for ev in tr.stream_events:
-            self.pos[ev] = np.arange(len(ev))
-            self.req_clock[ev] = np.cumsum(is_req[ev])
-            self.tok_clock[ev] = np.cumsum(written[ev])
-            reqs = np.where(is_req[ev] == 1, tr.ev_ref[ev], -1)
-            self.last_req[ev] = np.maximum.accumulate(_index_where(reqs >= 0, reqs))
-            first = np.flatnonzero(user[ev])
-            if len(first):
-                self.task_item[ev[first[0] :]] = tr.ev_ref[ev[first[0]]]
+        # per event, of its own stream: its position; the requests and the tokens written at
+        # or before it; the latest request at or before it; the first user input so far
+        self.pos, self.req_clock, self.tok_clock, self.last_req, self.task_item = _stream_clocks(
+            tr.ev_stream.astype(np.int64), int(tr.n_streams), is_req,
+            written, user, tr.ev_ref.astype(np.int64),
+        )  # fmt: skip
         # every item a request lists, alternatives included (format 1.1): each was "needed"
         self.needs = Timeline(E, tr.group_items, tr.req_event[tr.group_request])
         self.pins = Timeline(E, *_events_of(tr, PIN))
@@ -306,10 +338,7 @@ def _pinned_tokens(trace: Trace) -> np.ndarray:
         elif kind == UNPIN and x in pinned:
             pinned.discard(x)
             delta[e] = -trace.item_tokens[x]
-    out = np.zeros(trace.n_events, np.int64)
-    for events in trace.stream_events:
-        out[events] = np.cumsum(delta[events])
-    return out
+    return _stream_sums(trace.ev_stream.astype(np.int64), int(trace.n_streams), delta)
 
 
 def take(values: np.ndarray, index: np.ndarray, fill) -> np.ndarray:
@@ -318,11 +347,6 @@ def take(values: np.ndarray, index: np.ndarray, fill) -> np.ndarray:
     if len(values) == 0:
         return np.full(index.shape, fill, dtype=np.result_type(values, np.asarray(fill)))
     return np.where(index >= 0, values[np.maximum(index, 0)], fill)
-
-
-def _index_where(mask: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """``values`` where ``mask``, else -1 (for a running maximum of "the latest so far")."""
-    return np.where(mask, values, -1)
 
 
 def _events_of(trace: Trace, *kinds: int) -> tuple[np.ndarray, np.ndarray]:

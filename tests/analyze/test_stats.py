@@ -246,6 +246,31 @@ def test_a_metric_has_the_same_interval_alone_or_with_others():
     assert np.array_equal(sums[:, 0], expected)
 
 
+def test_zero_values_passed_over_leave_every_sum_as_the_full_loops():
+    """Streams whose value is zero (either sign) are skipped by the compiled sums; every
+    replicate is still the full loop's, bit for bit, beside NaNs, infinities and tiny values."""
+    from memlens.kernels.bootstrap import replicate_sums
+
+    rng = np.random.default_rng(4)
+    counts = resample_counts(50, 40, 1)
+    columns = rng.normal(size=(50, 4)) * 10.0 ** rng.integers(-300, 300, size=(50, 4))
+    columns[rng.random(columns.shape) < 0.4] = 0.0
+    columns[rng.random(columns.shape) < 0.1] = -0.0
+    columns[3, 1], columns[7, 2], columns[9, 3] = np.nan, np.inf, -np.inf
+    columns[:, 0] = -0.0  # a column of negative zeros sums to +0.0, as the full loop's does
+    expected = np.zeros((40, 4))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for b in range(40):
+            for j in range(4):
+                for i in range(50):
+                    expected[b, j] += float(counts[b, i]) * columns[i, j]
+    got = replicate_sums(np.ascontiguousarray(counts.T), columns)
+    nan = np.isnan(expected)  # (inf - inf, NaN * count: their payloads may differ)
+    assert np.array_equal(np.isnan(got), nan)
+    assert np.array_equal(got[~nan].view(np.int64), expected[~nan].view(np.int64))
+    assert not np.signbit(got[:, 0]).any()
+
+
 def test_shared_parts_are_summed_once_and_change_nothing():
     """Metrics sharing a denominator, and a verdict's differences sharing the reference's and
     the leader's parts, are summed once per distinct column (memlens.analyze.stats

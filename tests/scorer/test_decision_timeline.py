@@ -1,6 +1,7 @@
 """The learned scorer's features read the same however they are computed: the timelines' one
-compiled pass (``Timeline.positions``) against counting and finding by hand, the feature matrix
-column by column against row by row, and the forest scoring either layout alike."""
+compiled pass (``Timeline.positions``) against counting and finding by hand, the stream clocks'
+one pass in event order against each stream's own cumulative sums, the feature matrix column
+by column against row by row, and the forest scoring either layout alike."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from memlens.scorer.decision_features import (
     COLUMN,
     TIER_LOWER,
     Timeline,
+    TraceContext,
     anchor_points,
     decision_features,
     default_tier,
@@ -20,6 +22,7 @@ from memlens.scorer.decision_features import (
 from memlens.scorer.model import load_model
 from memlens.testing import traces
 from memlens.trace.io import trace_from_events
+from memlens.trace.model import ITEM_TYPES, PIN, REQUEST, UNPIN, WRITE
 
 entries = st.lists(st.tuples(st.integers(0, 5), st.integers(0, 9)), max_size=40)
 questions = st.lists(st.tuples(st.integers(0, 6), st.integers(0, 9)), min_size=1, max_size=30)
@@ -71,6 +74,48 @@ def test_an_item_needed_at_many_events_is_searched_not_scanned():
     asked = np.array([0, 1, 2, 2501, 4998, 4999], np.int64)
     assert tl.count(np.full(6, 3), asked).tolist() == [1, 1, 2, 1251, 2500, 2500]
     assert tl.count(np.array([2, 4]), np.array([4999, 4999])).tolist() == [0, 0]
+
+
+def stream_clocks_by_hand(trace) -> dict[str, np.ndarray]:
+    """The stream clocks as each stream's own numpy sums (what TraceContext computed before
+    its one compiled pass), and the pinned tokens by walking each stream's pins in order."""
+    E = trace.n_events
+    out = {k: np.full(E, fill, np.int64) for k, fill in
+           (("pos", 0), ("req_clock", 0), ("tok_clock", 0), ("last_req", -1), ("task_item", -1),
+            ("pinned_tokens", 0))}  # fmt: skip
+    user = ITEM_TYPES.index("user_input")
+    for ev in trace.stream_events:
+        kinds, refs = trace.ev_kind[ev], trace.ev_ref[ev]
+        is_req, is_write = (kinds == REQUEST).astype(np.int64), kinds == WRITE
+        item = np.where(is_write, refs, 0)  # a request's ref is a request, not an item
+        written = np.where(is_write, trace.item_tokens[item], 0)
+        out["pos"][ev] = np.arange(len(ev))
+        out["req_clock"][ev] = np.cumsum(is_req)
+        out["tok_clock"][ev] = np.cumsum(written)
+        out["last_req"][ev] = np.maximum.accumulate(np.where(is_req == 1, refs, -1))
+        users = np.flatnonzero(is_write & (trace.item_type[item] == user))
+        if len(users):
+            out["task_item"][ev[users[0] :]] = refs[users[0]]
+        pinned, total = set(), 0
+        for e, kind, x in zip(ev.tolist(), kinds.tolist(), refs.tolist()):
+            if kind == PIN and x not in pinned:
+                pinned.add(x)
+                total += int(trace.item_tokens[x])
+            elif kind == UNPIN and x in pinned:
+                pinned.discard(x)
+                total -= int(trace.item_tokens[x])
+            out["pinned_tokens"][e] = total
+    return out
+
+
+@given(traces(max_events=60, streams=("a", "b", "c")))
+def test_stream_clocks_are_each_streams_own_sums(events):
+    """Streams interleaved at random: every clock of every event counts its own stream only."""
+    trace = trace_from_events(events)
+    ctx, expected = TraceContext(trace), stream_clocks_by_hand(trace)
+    for name, values in expected.items():
+        got = getattr(ctx, name)
+        assert got.dtype == np.int64 and got.tolist() == values.tolist(), name
 
 
 @given(traces(max_events=40))

@@ -98,3 +98,52 @@ def entry_root(trace_file):
     from memlens.trace.cache import entry_path as trace_entry
 
     return trace_entry(trace_file).parent.parent
+
+
+# ------------------------------------------------ Generative Agents' TF-IDF query arrays
+def _ga_query(trace, wide: bool = False) -> dict[str, np.ndarray]:
+    from memlens.kernels.generative_agents import _trace_query_arrays
+    from policies.generative_agents import GenerativeAgents
+
+    q = _trace_query_arrays(GenerativeAgents(), trace, wide=wide)
+    return {str(k): a for k, a in enumerate(q)}
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_generative_agents_query_arrays_are_read_back_as_computed(trace_file, monkeypatch, wide):
+    from memlens.kernels import generative_agents
+
+    plain = _ga_query(load_trace_cached(trace_file, enabled=False), wide)
+    _same(_ga_query(load_trace_cached(trace_file), wide), plain)  # computes and keeps
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("computed, not read")
+
+    monkeypatch.setattr(generative_agents, "query_arrays", refuse)
+    _same(_ga_query(load_trace_cached(trace_file), wide), plain)
+
+
+@pytest.mark.parametrize("bad", ["term", "pad", "ptr", "dtype", "ids", "vocab"])
+def test_a_query_entry_that_cannot_be_the_traces_is_built_again(trace_file, bad, capsys):
+    trace = load_trace_cached(trace_file)
+    plain = _ga_query(load_trace_cached(trace_file, enabled=False))
+    _ga_query(trace)
+    name = "ga-tfidf-query-narrow"
+    path = entry_path(entry_root(trace_file), trace.sha256, name)
+    a = safecache.load(path, KIND, lambda arrays, meta: arrays)
+    end = int(a["iptr"][-1])
+    if bad == "term":  # past the vocabulary: the scan's dense query would be read beyond
+        a["qterm"] = a["qterm"] + int(a["vocab"][0])
+    elif bad == "pad":  # the padding the term masks read past an item's own terms
+        a["iterm"][end:] = 0
+    elif bad == "ptr":
+        a["iptr"] = a["iptr"][::-1].copy()
+    elif bad == "dtype":  # a type the scan was not compiled for with this vocabulary
+        a["iterm"] = a["iterm"].astype(np.int64)
+    elif bad == "ids":
+        a["ids"] = a["ids"] + len(a["ids"])
+    else:
+        a["vocab"] = np.zeros(1, np.int64)
+    safecache.store(path, KIND, a, {"name": name}, level=0)
+    _same(_ga_query(load_trace_cached(trace_file)), plain)
+    assert "discarded" in capsys.readouterr().err
