@@ -4,10 +4,10 @@ Several policies' preparations read what the trace's texts say: the rule scorer,
 Generative Agents and the learned scorer read each item's content counts
 (``memlens.trace.features.content_features``), the learned scorer the hashed bags of words
 of every item and request (``memlens.scorer.decision_features``), and Generative Agents the
-TF-IDF vectors of both as its scan reads them (``memlens.kernels.generative_agents``).  They depend on the trace
-alone, but each process computed them again: on a 5,800-stream trace the bags and counts were
-2.4 s of the learned scorer's preparation, on the longest batch of a ``compare``, and every
-``simulate policy=rule`` paid the counts (issue 34).
+TF-IDF vectors of both as its scan reads them (``memlens.kernels.generative_agents``).  They
+depend on the trace alone, but each process computed them again: on a 5,800-stream trace the
+bags and counts were 2.4 s of the learned scorer's preparation, on the longest batch of a
+``compare``, and every ``simulate policy=rule`` paid the counts (issue 34).
 
 A trace loaded through the parsed-trace cache (``memlens.trace.cache``, ``trace_cache=true``)
 therefore keeps them beside its entry, in ``<cache root>/derived/``: one ``memlens._util.safecache``
