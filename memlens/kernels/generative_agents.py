@@ -220,12 +220,12 @@ def check_query_arrays(a: dict[str, np.ndarray], n_items: int, n_requests: int,
                        wide: bool) -> None:  # fmt: skip
     """Raise unless ``a`` can be :func:`query_arrays`' arrays for a trace of ``n_items`` items
     and ``n_requests`` requests: the compiled scan indexes them without bounds checks."""
+    from memlens.trace.derived import check_lengths, check_pointers
+
     vocab = int(a["vocab"][0]) if a["vocab"].shape == (1,) else 0
     if vocab < 1:
         raise ValueError("no vocabulary size")
-    for key, n in (("iptr", n_items + 1), ("qptr", n_requests + 1), ("ids", n_requests)):
-        if a[key].dtype != np.int64 or a[key].shape != (n,):
-            raise ValueError(f"{key}: {a[key].dtype} {a[key].shape}, expected int64 ({n},)")
+    check_lengths(a, {"iptr": n_items + 1, "qptr": n_requests + 1, "ids": n_requests}, np.int64)
     narrow = vocab < np.iinfo(np.int16).max and not wide
     if a["iterm"].dtype != (np.int16 if narrow else np.int32) or a["qterm"].dtype != np.int64:
         raise ValueError("terms of another type")
@@ -233,8 +233,7 @@ def check_query_arrays(a: dict[str, np.ndarray], n_items: int, n_requests: int,
         p, terms, weights = a[ptr], a[term], a[weight]
         if terms.ndim != 1 or weights.dtype != np.float64 or weights.shape != terms.shape:
             raise ValueError(f"{term} and {weight} of other types or shapes")
-        if p[0] != 0 or p[-1] + pad != len(terms) or np.any(np.diff(p) < 0):
-            raise ValueError(f"{ptr}: pointers out of order")
+        check_pointers(p, len(terms) - pad, ptr)
         body = terms[: p[-1]]
         if body.size and (body.min() < 0 or body.max() >= vocab):
             raise ValueError(f"{term}: a term outside the vocabulary")

@@ -31,7 +31,7 @@ from functools import cached_property
 import numpy as np
 from numba import njit
 
-from memlens.trace.derived import kept_arrays
+from memlens.trace.derived import check_pointers, kept_arrays
 from memlens.trace.features import (
     content_boost,
     content_features,
@@ -317,10 +317,9 @@ def _check_bags(ptr: np.ndarray, words: np.ndarray, row: np.ndarray, n_texts: in
     from 0 to the words' end, never decreasing, and every text's row among them."""
     if any(a.dtype != np.int64 or a.ndim != 1 for a in (ptr, words, row)):
         raise ValueError("word bags of another type than 1-d int64 arrays")
-    if len(ptr) < 1 or len(row) != n_texts:
+    if len(row) != n_texts:
         raise ValueError("word bags of another shape than the trace's texts")
-    if ptr[0] != 0 or ptr[-1] != len(words) or np.any(np.diff(ptr) < 0):
-        raise ValueError("word bags' pointers out of order")
+    check_pointers(ptr, len(words), "word bags")
     if len(row) and (row.min() < 0 or row.max() >= len(ptr) - 1):
         raise ValueError("a text's row outside the word bags")
 

@@ -70,3 +70,9 @@ def check_lengths(arrays: dict[str, np.ndarray], lengths: dict[str, int], dtype)
         a = arrays[key]
         if a.ndim != 1 or len(a) != n or a.dtype != dtype:
             raise ValueError(f"{key}: {a.dtype} of shape {a.shape}, expected {dtype} ({n},)")
+
+
+def check_pointers(ptr: np.ndarray, end: int, what: str) -> None:
+    """Raise unless ``ptr`` are CSR row pointers from 0 to ``end``, never decreasing."""
+    if len(ptr) < 1 or ptr[0] != 0 or ptr[-1] != end or np.any(np.diff(ptr) < 0):
+        raise ValueError(f"{what}: pointers out of order")
